@@ -1,0 +1,298 @@
+"""The `kvledger` command: the same core as the dashboard and the API.
+
+Bad input exits with status 2 and one line naming the field and what is wrong; never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from app.core.errors import InputError
+from app.core.units import fmt_bytes
+
+MAX_INPUT_BYTES = 20 * 1024 * 1024
+
+
+class CliError(Exception):
+    """A problem with the command's input, reported as one line with exit status 2."""
+
+
+def read_text(path: str, what: str = "file") -> str:
+    """Read a file (or '-' for standard input), refusing unreadable and oversized input."""
+    if path == "-":
+        data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+    else:
+        p = Path(path)
+        try:
+            if p.stat().st_size > MAX_INPUT_BYTES:
+                raise CliError(f"{path}: the {what} is larger than 20 MB ({p.stat().st_size:,} bytes); refused")
+            data = p.read_bytes()
+        except CliError:
+            raise
+        except IsADirectoryError:
+            raise CliError(f"{path}: is a directory, not a {what}") from None
+        except OSError as exc:
+            raise CliError(f"{path}: cannot read the {what}: {exc.strerror or exc}") from None
+    if len(data) > MAX_INPUT_BYTES:
+        raise CliError(f"{path}: the {what} is larger than 20 MB; refused")
+    return data.decode("utf-8", errors="replace")
+
+
+def read_json(path: str, what: str = "JSON file") -> Any:
+    text = read_text(path, what)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+
+
+def emit(obj: object) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2) + "\n")
+
+
+_TABLE_BYTES = (
+    "total_bytes",
+    "requested_bytes",
+    "headroom_bytes",
+    "weights_bytes",
+    "non_torch_bytes",
+    "cuda_graph_bytes",
+    "activation_bytes",
+    "kv_bytes",
+)
+
+
+def _plan_table(result: dict[str, Any]) -> str:
+    lines = [
+        f"model {result['model']['name'] or '?'}  vLLM {result['vllm_version']}  "
+        f"TP{result['layout']['tp']} PP{result['layout']['pp']}  {result['kv_bytes_per_token']:,} B/token/rank  "
+        f"page {result['page_bytes']:,} B ({result['block_size']} tokens)",
+        "",
+        f"{'rank':>10} "
+        + " ".join(f"{h:>11}" for h in ("total", "requested", "headroom", "weights", "non_torch", "graphs"))
+        + " ".join(f"{h:>11}" for h in ("activation", "kv"))
+        + f" {'blocks':>9} {'tokens':>11} {'stranded':>10}  start",
+    ]
+    shown = result["ranks"][:64]
+    for r in shown:
+        mark = "*" if r["binding"] else " "
+        cells = [fmt_bytes(r[k]) for k in _TABLE_BYTES]
+        lines.append(
+            f"{r['rank'][:9]:>9}{mark} "
+            + " ".join(f"{c:>11}" for c in cells)
+            + f" {r['blocks']:>9,} {r['tokens']:>11,} {fmt_bytes(r['stranded_bytes']):>10}  "
+            + ("yes" if r["will_start"] else "NO")
+        )
+    if len(result["ranks"]) > len(shown):
+        lines.append(f"… {len(result['ranks']) - len(shown)} more ranks (use --json for all)")
+    ub = result["uniform_budget"]
+    lines += [
+        "",
+        f"binding rank {result['binding_rank']}: {result['binding_reason']}",
+        f"tokens {result['tokens']:,} (raw {result['raw_tokens'] or 0:,}), "
+        f"schedulable {result['schedulable_tokens']:,}, "
+        f"concurrency ceiling {result['concurrency_ceiling']}, binding limit {result['binding_limit']}",
+        f"vLLM max concurrency at {result['engine']['max_model_len']:,} tokens: "
+        f"{result['max_concurrency_at_max_model_len']:.2f}x "
+        f"(derived 'GPU KV cache size' {result['vllm_kv_cache_size_tokens']:,})",
+        f"fits max_model_len: {'yes' if result['fits_max_model_len'] else 'NO'}; largest that fits "
+        f"{result['largest_max_model_len']:,}; stranded {fmt_bytes(result['stranded_bytes'])}",
+    ]
+    if ub:
+        lines.append(
+            f"uniform budget {ub['flag']} ({fmt_bytes(ub['kv_cache_memory_bytes'])}), stranded "
+            f"{fmt_bytes(ub['stranded_bytes'])}, min/median {ub['min_over_median'] or 0:.3f}"
+        )
+    lines.append("flags: " + " ".join(result["flags"]))
+    lines += [f"warning [{w['code']}] {w['message']}" for w in result["warnings"]]
+    return "\n".join(lines)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from app.planning import run_plan
+
+    doc = read_json(args.file, "plan document")
+    result = run_plan(doc, read_log=lambda p: read_text(p, "log file"))
+    print(json.dumps(result, indent=2) if args.json else _plan_table(result))
+    return 0
+
+
+def cmd_kv_bytes(args: argparse.Namespace) -> int:
+    from app.planning import kv_bytes_report
+
+    config = read_json(args.config, "config.json")
+    if not isinstance(config, dict):
+        raise CliError(f"{args.config}: a config.json must be a JSON object")
+    report = kv_bytes_report(
+        config,
+        tp=args.tp,
+        pp=args.pp,
+        dcp=args.dcp,
+        kv_cache_dtype=args.kv_cache_dtype,
+        block_size=args.block_size,
+        max_model_len=args.max_model_len,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+    )
+    if args.json:
+        emit(report)
+    else:
+        for key, value in report.items():
+            print(f"{key:>32}: {value}")
+    return 0
+
+
+def cmd_import_log(args: argparse.Namespace) -> int:
+    from app.planning import import_log
+
+    config = read_json(args.config, "config.json") if args.config else None
+    parsed = import_log(read_text(args.file, "log file"), config)
+    if args.json:
+        emit(parsed)
+        return 0
+    for i, run in enumerate(parsed["runs"]):
+        print(f"run {i}: vLLM {run.get('vllm_version') or '?'} model {run['settings'].get('model') or '?'}")
+        for r in run["ranks"]:
+            print(f"  {r['rank']:>12}  kv {fmt_bytes(r.get('kv_bytes'))}  weights {fmt_bytes(r.get('weights_bytes'))}")
+        for f in run.get("findings", []):
+            print(f"  finding [{f['code']}] {f['message']}")
+    for f in parsed.get("findings", []):
+        print(f"finding [{f['code']}] {f['message']}")
+    return 0
+
+
+def cmd_import_smi(args: argparse.Namespace) -> int:
+    from app.planning import import_nvidia_smi
+
+    emit(import_nvidia_smi(read_text(args.file, "nvidia-smi output")))
+    return 0
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from app.planning import catalogue_search
+
+    models = catalogue_search(args.query or "", limit=1000)
+    if args.json:
+        emit(models)
+    else:
+        for m in models:
+            print(f"{m['slug']:<36} {m['hf_id']:<52} {m['evidence']}")
+    return 0
+
+
+def cmd_padding(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from app.core.padding import compare_padding
+
+    lengths = read_json(args.file, "lengths file")
+    if not isinstance(lengths, list):
+        raise CliError(f"{args.file}: expected a JSON list of sequence lengths")
+    emit(asdict(compare_padding(lengths, args.block_size)))
+    return 0
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from app.simulation import run_simulation
+
+    emit(run_simulation(read_json(args.file, "simulation document"), max_work=None))
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from app.web.app import serve
+
+    serve(args.host, args.port)
+    return 0
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    from app.db.session import upgrade_to_head
+    from app.settings import Settings
+
+    url = Settings.from_env().database_url
+    upgrade_to_head(url)
+    print(f"database at the latest migration: {url}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kvledger", description="KV-cache capacity planning for vLLM deployments")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("plan", help="compute a plan document (JSON file or - for stdin)")
+    p.add_argument("file")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("kv-bytes", help="per-rank KV bytes per token of a config.json")
+    p.add_argument("config")
+    p.add_argument("--tp", type=int, default=1)
+    p.add_argument("--pp", type=int, default=1)
+    p.add_argument("--dcp", type=int, default=1)
+    p.add_argument("--kv-cache-dtype", default="auto")
+    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--max-model-len", type=int)
+    p.add_argument("--max-num-batched-tokens", type=int)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_kv_bytes)
+
+    p = sub.add_parser("import-log", help="parse a vLLM startup log (file or -)")
+    p.add_argument("file")
+    p.add_argument("--config", help="the model's config.json, for residuals")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_import_log)
+
+    p = sub.add_parser("import-smi", help="parse nvidia-smi output (file or -)")
+    p.add_argument("file")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_import_smi)
+
+    p = sub.add_parser("models", help="list the model catalogue")
+    p.add_argument("query", nargs="?")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_models)
+
+    p = sub.add_parser("padding", help="padded batch vs paged blocks for a JSON list of lengths")
+    p.add_argument("file")
+    p.add_argument("--block-size", type=int, default=16)
+    p.set_defaults(func=cmd_padding)
+
+    p = sub.add_parser("simulate", help="ramp concurrency against the paged pool (JSON file or -)")
+    p.add_argument("file")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_simulate)
+
+    p = sub.add_parser("serve", help="run the dashboard")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("db", help="database maintenance")
+    p.add_argument("action", choices=["upgrade"])
+    p.set_defaults(func=cmd_db)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except InputError as exc:
+        print(f"kvledger: error: {exc.field or 'input'}: {exc.message}", file=sys.stderr)
+    except CliError as exc:
+        print(f"kvledger: error: {exc}", file=sys.stderr)
+    except BrokenPipeError:
+        return 0
+    return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,142 @@
+"""From per-rank KV bytes to what the scheduler admits.
+
+vLLM gives every worker the minimum block count found across workers
+(`get_kv_cache_configs`, vllm/v1/core/kv_cache_utils.py:1945 @52a31ccec): the rank with the
+fewest blocks binds, and the other ranks' extra bytes are stranded (kv_i − kv_min). Tensor
+parallelism does not multiply capacity: one logical token takes a shard on every rank.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+from app.core.kvspec import RankKV
+
+
+@dataclass(frozen=True)
+class AdmissionPolicy:
+    max_model_len: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    growth_reserve: float
+    avg_live_tokens: int | None
+    kv_size_is_derived: bool = True
+
+
+@dataclass(frozen=True)
+class RankAdmission:
+    label: str
+    kv_bytes: int
+    blocks: int
+    tokens: int
+    raw_tokens: int | None
+    stranded_bytes: int
+    binding: bool
+
+
+@dataclass(frozen=True)
+class Admission:
+    ranks: tuple[RankAdmission, ...]
+    binding_rank: str | None
+    binding_reason: str
+    blocks: int
+    tokens: int
+    raw_tokens: int | None
+    schedulable_tokens: int
+    concurrency_ceiling: int | None
+    concurrency: int | None
+    binding_limit: str
+    max_concurrency_at_max_model_len: float
+    vllm_kv_cache_size_tokens: int
+    per_request_blocks: int
+    per_request_bytes: int
+    fits_max_model_len: bool
+    largest_max_model_len: int
+    stranded_bytes: int
+
+
+def raw_tokens(kv_bytes: int, rkv: RankKV) -> int | None:
+    """Bytes divided by per-token bytes, before block rounding (None for attention-free models)."""
+    if rkv.kv_bytes_per_token <= 0:
+        return None
+    return max(0, kv_bytes) // rkv.kv_bytes_per_token
+
+
+def schedulable(tokens: int, growth_reserve: float) -> int:
+    """floor(tokens × (1 − growth_reserve)), on the decimal value the user wrote."""
+    return math.floor(tokens * (1 - Fraction(repr(growth_reserve))))
+
+
+def admit(kv_by_rank: tuple[tuple[str, int], ...], rkv: RankKV, policy: AdmissionPolicy) -> Admission:
+    """Blocks and tokens per rank, the binding rank, and the group's admission limits."""
+    blocks_by_rank = [(label, kv, rkv.blocks_for(max(0, kv))) for label, kv in kv_by_rank]
+    if blocks_by_rank:
+        binding_label, min_kv, min_blocks = min(blocks_by_rank, key=lambda r: (r[2], r[1]))
+    else:
+        binding_label, min_kv, min_blocks = None, 0, 0
+    ranks = tuple(
+        RankAdmission(
+            label=label,
+            kv_bytes=kv,
+            blocks=blocks,
+            tokens=rkv.tokens_for_blocks(blocks),
+            raw_tokens=raw_tokens(kv, rkv),
+            stranded_bytes=max(0, kv - max(0, min_kv)),
+            binding=label == binding_label,
+        )
+        for label, kv, blocks in blocks_by_rank
+    )
+    tokens = rkv.tokens_for_blocks(min_blocks)
+    sched = schedulable(tokens, policy.growth_reserve)
+    ceiling = sched // policy.avg_live_tokens if policy.avg_live_tokens else None
+    per_req_blocks = rkv.per_request_blocks(policy.max_model_len, policy.max_num_batched_tokens)
+    per_req_bytes = rkv.per_request_bytes(policy.max_model_len, policy.max_num_batched_tokens)
+    fits = per_req_bytes <= max(0, min_kv) and min_blocks >= per_req_blocks
+    conc = rkv.max_concurrency(min_blocks, policy.max_model_len, policy.max_num_batched_tokens)
+    limit, concurrency = _binding_limit(fits, ceiling, policy.max_num_seqs)
+    derived = int(conc * policy.max_model_len) if policy.kv_size_is_derived else tokens
+    return Admission(
+        ranks=ranks,
+        binding_rank=binding_label,
+        binding_reason=_reason(ranks, binding_label, min_blocks),
+        blocks=min_blocks,
+        tokens=tokens,
+        raw_tokens=raw_tokens(min_kv, rkv),
+        schedulable_tokens=sched,
+        concurrency_ceiling=ceiling,
+        concurrency=concurrency,
+        binding_limit=limit,
+        max_concurrency_at_max_model_len=conc,
+        vllm_kv_cache_size_tokens=derived,
+        per_request_blocks=per_req_blocks,
+        per_request_bytes=per_req_bytes,
+        fits_max_model_len=fits,
+        largest_max_model_len=rkv.largest_max_model_len(max(0, min_kv), policy.max_num_batched_tokens),
+        stranded_bytes=sum(r.stranded_bytes for r in ranks),
+    )
+
+
+def _binding_limit(fits: bool, ceiling: int | None, max_num_seqs: int) -> tuple[str, int | None]:
+    if not fits:
+        return "max_model_len", 0
+    if ceiling is None:
+        return "max_num_seqs", max_num_seqs
+    if ceiling <= max_num_seqs:
+        return "kv_blocks", ceiling
+    return "max_num_seqs", max_num_seqs
+
+
+def _reason(ranks: tuple[RankAdmission, ...], label: str | None, min_blocks: int) -> str:
+    if label is None:
+        return "no ranks"
+    if len(ranks) == 1:
+        return f"rank {label} is the only rank: {min_blocks:,} blocks"
+    others = [r.blocks for r in ranks if r.label != label]
+    if all(b == min_blocks for b in others):
+        return f"all ranks have {min_blocks:,} blocks; rank {label} is the first with the fewest"
+    return (
+        f"rank {label} has the fewest blocks ({min_blocks:,}); vLLM gives every worker the minimum, "
+        f"the next smallest rank has {min(b for b in others):,}"
+    )

@@ -1,0 +1,144 @@
+"""Estimated ledger rows for planning before the GPUs exist.
+
+Every row here is an estimate and is marked so; a measured value always replaces it.
+
+- weights: the checkpoint's bytes (ModelShape.weight_bytes: parameter count × bytes per
+  parameter for the dtype or quantization), split into decoder layers and embeddings; a rank
+  holds its pipeline stage's layers (plus the input embedding on the first stage and the LM
+  head on the last) divided by the tensor-parallel degree.
+- non_torch: CUDA context growth, cuBLAS/attention workspaces and, when TP > 1, the
+  communicator buffers. Before vLLM 0.10.2 the init snapshot was taken before NCCL init, so the
+  NCCL buffers showed up in this row (VLLM-NOTES §1.1 step 2); measured PR #10511: TP1 1.79 GiB →
+  TP2 3.58 GiB on V0, file 14 (v0.10.2, TP8): 0.21 GiB.
+- activation: the peak of vLLM's profile run, a dummy forward pass of max_num_batched_tokens
+  tokens plus a dummy sampler pass over max_num_seqs rows of logits
+  (`profile_run`, vllm/v1/worker/gpu_model_runner.py). The per-token part has a piece that
+  shards with TP (MLP / expert intermediates, attention projections) and a piece that does not
+  (the residual stream, norms, the all-reduce buffers): never the TP1 peak divided by TP.
+  Published measurements: 0.085–0.10 MiB per batched token on dense 7–8B models
+  (measured-figures.md §2.1), and a peak that did not shrink from TP1 to TP2 on Llama-3-8B (§2.2).
+- cuda_graphs: about 26 MiB per captured piecewise graph for small models (vLLM PRs #22897,
+  #23184), more for many layers; vLLM captures up to 67 sizes by default (file 14:
+  "PIECEWISE 67/67", 3.45 GiB for a 94-layer MoE at TP8). Zero with enforce_eager.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.core.kvspec import pp_layer_split
+from app.core.ledger import Cell, RankInput
+from app.core.shape import ModelShape
+from app.core.versions import VersionRules
+
+MIB = 1024**2
+GIB = 1024**3
+
+_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+
+@dataclass(frozen=True)
+class EstimateContext:
+    """What the estimates depend on besides the model."""
+
+    tp: int
+    pp: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    enforce_eager: bool
+    rules: VersionRules
+
+
+def embedding_bytes(shape: ModelShape) -> int:
+    """Input embedding bytes (the LM head is the same size when untied)."""
+    return (shape.vocab_size or 0) * shape.hidden_size * _DTYPE_BYTES.get(shape.dtype, 2)
+
+
+def weights_per_stage(shape: ModelShape, tp: int, pp: int) -> tuple[int, ...]:
+    """Estimated weight bytes on one rank of each pipeline stage."""
+    embed = embedding_bytes(shape)
+    head = embed if (not shape.tie_word_embeddings or pp > 1) else 0
+    layer_bytes = max(0, shape.weight_bytes - embed - (0 if shape.tie_word_embeddings else embed))
+    split = pp_layer_split(shape.num_layers, pp)
+    out = []
+    for stage, n_layers in enumerate(split):
+        stage_bytes = layer_bytes * n_layers // max(1, shape.num_layers)
+        if stage == 0:
+            stage_bytes += embed
+        if stage == pp - 1:
+            stage_bytes += head
+        out.append(stage_bytes // tp)
+    return tuple(out)
+
+
+def activation_slope(shape: ModelShape, tp: int) -> tuple[int, int]:
+    """(sharded, unsharded) activation bytes per batched token at this TP degree.
+
+    The profiled peak is dominated by transients that every rank holds at full hidden size
+    (the residual stream and its norm/all-reduce copies, about 12 hidden-size vectors per
+    token), plus the MLP or routed-expert intermediates, which shard with TP. Calibrated on
+    the published figures: ≈ 0.1 MiB per batched token for dense 7–8B models at TP1, and a
+    per-rank peak that barely moves from TP1 to TP2 (measured-figures.md §2.1, §2.2).
+    """
+    dtype_bytes = _DTYPE_BYTES.get(shape.dtype, 2)
+    if shape.num_experts and shape.moe_intermediate_size and shape.num_experts_per_tok:
+        inter = shape.moe_intermediate_size * shape.num_experts_per_tok
+    else:
+        inter = shape.intermediate_size or 4 * shape.hidden_size
+    sharded = dtype_bytes * inter // 2 // tp
+    unsharded = dtype_bytes * 12 * shape.hidden_size
+    return sharded, unsharded
+
+
+def activation_bytes(shape: ModelShape, ctx: EstimateContext) -> int:
+    """Estimated profiled activation peak on one rank."""
+    sharded, unsharded = activation_slope(shape, ctx.tp)
+    sampler = ctx.max_num_seqs * (shape.vocab_size or 0) * 4 * 2
+    workspace = 128 * MIB
+    return ctx.max_num_batched_tokens * (sharded + unsharded) + sampler + workspace
+
+
+def non_torch_bytes(shape: ModelShape, ctx: EstimateContext) -> int:
+    """Estimated non-torch memory increase on one rank."""
+    base = 200 * MIB
+    if ctx.tp * ctx.pp > 1:
+        base += (1536 * MIB) if ctx.rules.nccl_in_non_torch else (64 * MIB)
+    return base
+
+
+def cuda_graph_bytes(shape: ModelShape, ctx: EstimateContext) -> int:
+    """Estimated CUDA-graph pool on one rank (0 with enforce_eager)."""
+    if ctx.enforce_eager:
+        return 0
+    n_graphs = min(67, max(1, ctx.max_num_seqs // 8 + 3))
+    layers = pp_layer_split(shape.num_layers, ctx.pp)[0]
+    per_graph = 4 * MIB + layers * 512 * 1024 * 8 // (8 + ctx.tp)
+    return n_graphs * per_graph
+
+
+def estimate_ranks(
+    shape: ModelShape, ctx: EstimateContext, total_bytes: int, free_at_start: int | None
+) -> tuple[RankInput, ...]:
+    """Estimated rows for every rank of one engine (tp × pp ranks)."""
+    stages = weights_per_stage(shape, ctx.tp, ctx.pp)
+    act = activation_bytes(shape, ctx)
+    non_torch = non_torch_bytes(shape, ctx)
+    graphs = cuda_graph_bytes(shape, ctx)
+    total = Cell(total_bytes, "measured", "GPU memory size")
+    free = Cell(free_at_start, "measured") if free_at_start is not None else None
+    ranks = []
+    for stage, weights in enumerate(stages):
+        for tp_rank in range(ctx.tp):
+            label = f"PP{stage}_TP{tp_rank}" if ctx.pp > 1 else f"TP{tp_rank}"
+            ranks.append(
+                RankInput(
+                    label=label,
+                    total=total,
+                    free_at_start=free,
+                    weights=Cell(weights, "estimated", "checkpoint bytes / TP for this stage"),
+                    non_torch=Cell(non_torch, "estimated", "context, workspaces, communicators"),
+                    cuda_graphs=Cell(graphs, "estimated", "captured graph sizes × per-graph pool"),
+                    activation=Cell(act, "estimated", "profile-run peak for max_num_batched_tokens"),
+                )
+            )
+    return tuple(ranks)

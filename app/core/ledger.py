@@ -1,0 +1,214 @@
+"""The per-rank memory ledger.
+
+Theory of operation. Every rank (GPU worker) has its own ledger; ranks are never added up.
+
+    requested = ceil(total × gpu_memory_utilization)          (vllm/v1/worker/utils.py:403)
+    headroom  = total − requested                             (outside the budget, never KV)
+    kv        = requested − weights − non_torch − activation − cuda_graphs
+
+The CUDA-graph row is inside the budget from vLLM 0.21 on (the profiler's estimate is
+subtracted, gpu_worker.py:358 @52a31ccec); before, graphs were captured after KV sizing out of
+the headroom, so `kv` does not subtract them and the headroom left after graphs is reported.
+A directly measured `kv_room` (vLLM's "Available KV cache memory") replaces the subtraction.
+A manual `kv_cache_memory_bytes` replaces `kv` on every rank; the rank must then still fit its
+non-KV rows plus the operating reserve in its free memory at start.
+
+Every cell carries where it came from: measured (log, nvidia-smi, user entry), estimated
+(a model of vLLM's behaviour), derived (computed from other cells) or default.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal
+
+from app.core.units import fmt_bytes
+
+Source = Literal["measured", "estimated", "derived", "default"]
+ROW_NAMES = ("weights", "non_torch", "cuda_graphs", "activation")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One ledger value in bytes and where it came from."""
+
+    bytes: int
+    source: Source
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class RankInput:
+    """What is known about one rank before the ledger is worked out."""
+
+    label: str
+    total: Cell | None = None
+    free_at_start: Cell | None = None
+    weights: Cell | None = None
+    non_torch: Cell | None = None
+    cuda_graphs: Cell | None = None
+    activation: Cell | None = None
+    kv_room: Cell | None = None
+
+
+@dataclass(frozen=True)
+class RankLedger:
+    """The worked-out ledger of one rank."""
+
+    label: str
+    total: Cell | None
+    free_at_start: Cell | None
+    requested: Cell | None
+    headroom: Cell | None
+    weights: Cell | None
+    non_torch: Cell | None
+    cuda_graphs: Cell | None
+    activation: Cell | None
+    kv: Cell
+    will_start: bool
+    problems: tuple[tuple[str, str], ...] = ()
+
+    def rows(self) -> dict[str, Cell | None]:
+        return {
+            "total": self.total,
+            "free_at_start": self.free_at_start,
+            "requested": self.requested,
+            "headroom": self.headroom,
+            "weights": self.weights,
+            "non_torch": self.non_torch,
+            "cuda_graphs": self.cuda_graphs,
+            "activation": self.activation,
+            "kv": self.kv,
+        }
+
+
+@dataclass(frozen=True)
+class LedgerRules:
+    """The engine settings and version rules a ledger is worked out under."""
+
+    gpu_memory_utilization: float
+    cuda_graphs_in_budget: bool = True
+    free_memory_preflight: bool = True
+    requested_is_ceil: bool = True
+    kv_cache_memory_bytes: int | None = None
+    operating_reserve_bytes: int = 0
+
+
+def requested_bytes(total: int, utilization: float, ceil: bool = True) -> int:
+    """total × utilization, computed on the decimal value the user wrote (no float noise)."""
+    exact = total * Fraction(repr(utilization))
+    return math.ceil(exact) if ceil else math.floor(exact)
+
+
+def _source_of(*cells: Cell | None) -> Source:
+    sources = {c.source for c in cells if c is not None}
+    if sources <= {"measured"}:
+        return "measured"
+    return "estimated" if "estimated" in sources else "derived"
+
+
+def _sum(cells: tuple[Cell | None, ...]) -> int:
+    return sum(c.bytes for c in cells if c is not None)
+
+
+def work_out_rank(inp: RankInput, rules: LedgerRules) -> RankLedger:
+    """The ledger of one rank under the given rules."""
+    requested = headroom = None
+    if inp.total is not None and rules.kv_cache_memory_bytes is None:
+        req = requested_bytes(inp.total.bytes, rules.gpu_memory_utilization, rules.requested_is_ceil)
+        requested = Cell(req, _source_of(inp.total), "total × gpu_memory_utilization")
+        headroom = Cell(inp.total.bytes - req, requested.source, "total − requested (outside the budget)")
+    graphs = inp.cuda_graphs if rules.cuda_graphs_in_budget else None
+    inside = (inp.weights, inp.non_torch, inp.activation, graphs)
+    problems: list[tuple[str, str]] = []
+    if rules.kv_cache_memory_bytes is not None:
+        kv = Cell(rules.kv_cache_memory_bytes, "measured", "--kv-cache-memory-bytes (manual)")
+        problems += _manual_fit(inp, rules)
+    elif inp.kv_room is not None:
+        kv = inp.kv_room
+    elif requested is not None:
+        kv_bytes = requested.bytes - _sum(inside)
+        kv = Cell(kv_bytes, _source_of(requested, *inside), "requested − weights − non_torch − graphs − activation")
+    else:
+        kv = Cell(0, "default", "no total memory or KV room given")
+        problems.append(("no_memory", f"rank {inp.label}: neither total memory nor KV room is known"))
+    problems += _preflight(inp, requested, headroom, kv, rules)
+    fatal = {"free_below_requested", "no_kv_memory", "manual_does_not_fit", "no_memory"}
+    return RankLedger(
+        label=inp.label,
+        total=inp.total,
+        free_at_start=inp.free_at_start,
+        requested=requested,
+        headroom=headroom,
+        weights=inp.weights,
+        non_torch=inp.non_torch,
+        cuda_graphs=inp.cuda_graphs,
+        activation=inp.activation,
+        kv=kv,
+        will_start=not any(code in fatal for code, _ in problems),
+        problems=tuple(problems),
+    )
+
+
+def _preflight(
+    inp: RankInput, requested: Cell | None, headroom: Cell | None, kv: Cell, rules: LedgerRules
+) -> list[tuple[str, str]]:
+    """vLLM's start-up refusals for one rank, as results with plain-words reasons."""
+    out: list[tuple[str, str]] = []
+    free = inp.free_at_start
+    if requested is not None and rules.free_memory_preflight and free is not None and free.bytes < requested.bytes:
+        out.append(
+            (
+                "free_below_requested",
+                f"rank {inp.label} will not start: {fmt_bytes(free.bytes)} free at start, "
+                f"{fmt_bytes(requested.bytes)} requested",
+            )
+        )
+    if kv.bytes <= 0 and rules.kv_cache_memory_bytes is None:
+        out.append(
+            (
+                "no_kv_memory",
+                f"rank {inp.label} will not start: no memory left for KV cache blocks ({fmt_bytes(kv.bytes)})",
+            )
+        )
+    graphs = inp.cuda_graphs
+    if (
+        not rules.cuda_graphs_in_budget
+        and graphs is not None
+        and headroom is not None
+        and graphs.bytes > headroom.bytes
+    ):
+        out.append(
+            (
+                "graphs_exceed_headroom",
+                f"rank {inp.label}: CUDA graphs ({fmt_bytes(graphs.bytes)}) are captured outside the "
+                f"budget and do not fit the {fmt_bytes(headroom.bytes)} headroom",
+            )
+        )
+    return out
+
+
+def _manual_fit(inp: RankInput, rules: LedgerRules) -> list[tuple[str, str]]:
+    """With a manual KV size: non-KV rows + KV + operating reserve must fit free memory at start."""
+    room = inp.free_at_start or inp.total
+    if room is None:
+        return []
+    kv_bytes = rules.kv_cache_memory_bytes or 0
+    need = _sum((inp.weights, inp.non_torch, inp.cuda_graphs, inp.activation)) + kv_bytes
+    need += rules.operating_reserve_bytes
+    if need <= room.bytes:
+        return []
+    what = "free at start" if inp.free_at_start is not None else "total"
+    return [
+        (
+            "manual_does_not_fit",
+            f"rank {inp.label} will not fit --kv-cache-memory-bytes {kv_bytes}: needs {fmt_bytes(need)} "
+            f"(rows + KV + {fmt_bytes(rules.operating_reserve_bytes)} reserve), has {fmt_bytes(room.bytes)} {what}",
+        )
+    ]
+
+
+def work_out(ranks: tuple[RankInput, ...], rules: LedgerRules) -> tuple[RankLedger, ...]:
+    return tuple(work_out_rank(r, rules) for r in ranks)

@@ -1,0 +1,204 @@
+"""A plan: model, layout, engine settings, policy and per-rank rows in; the full result out.
+
+`compute` is the one entry point the CLI, the API and the pages share. It works out every
+rank's ledger, admits against the binding rank, prices the uniform manual budget, and collects
+warnings in plain words. Everything is pure and deterministic.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from app.core.admission import Admission, AdmissionPolicy, admit
+from app.core.budget import UniformBudget, uniform_budget
+from app.core.kvspec import RankKV, rank_kv, rank_kv_uniform
+from app.core.ledger import LedgerRules, RankInput, RankLedger, work_out
+from app.core.shape import ModelShape
+from app.core.units import fmt_bytes
+from app.core.versions import VersionRules, rules_for
+
+
+@dataclass(frozen=True)
+class ModelInput:
+    """The model: a parsed shape, or only its per-rank KV bytes per token (quick what-ifs)."""
+
+    shape: ModelShape | None = None
+    kv_bytes_per_token: int | None = None
+    name: str | None = None
+    source: str = "config"
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class Layout:
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    dcp: int = 1
+
+
+@dataclass(frozen=True)
+class Engine:
+    gpu_memory_utilization: float
+    kv_cache_dtype: str
+    block_size: int
+    max_model_len: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    kv_cache_memory_bytes: int | None = None
+    enforce_eager: bool = False
+
+
+@dataclass(frozen=True)
+class Policy:
+    growth_reserve: float = 0.0
+    operating_reserve_bytes: int = 0
+    avg_live_tokens: int | None = None
+    free_spread_threshold_bytes: int = 1024**3
+    activation_points: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class PlanInput:
+    model: ModelInput
+    layout: Layout
+    engine: Engine
+    policy: Policy
+    ranks: tuple[RankInput, ...]
+    vllm_version: str
+    gpu_total_bytes: int | None = None
+    estimated_ranks: bool = False
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Warning:
+    code: str
+    message: str
+    rank: str | None = None
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    plan: PlanInput
+    rules: VersionRules
+    rkv: RankKV
+    ledgers: tuple[RankLedger, ...]
+    admission: Admission
+    budget: UniformBudget | None
+    warnings: tuple[Warning, ...] = field(default=())
+
+
+def kv_spec(plan: PlanInput) -> RankKV:
+    """The per-rank KV geometry of the plan's model, layout and cache settings."""
+    engine, layout = plan.engine, plan.layout
+    if plan.model.shape is not None:
+        return rank_kv(
+            plan.model.shape,
+            tp=layout.tp,
+            pp=layout.pp,
+            dcp=layout.dcp,
+            kv_cache_dtype=engine.kv_cache_dtype,
+            block_size=engine.block_size,
+        )
+    return rank_kv_uniform(plan.model.kv_bytes_per_token or 0, engine.block_size)
+
+
+def ledger_rules(plan: PlanInput, rules: VersionRules) -> LedgerRules:
+    return LedgerRules(
+        gpu_memory_utilization=plan.engine.gpu_memory_utilization,
+        cuda_graphs_in_budget=rules.cuda_graphs_in_budget,
+        free_memory_preflight=rules.free_memory_preflight,
+        requested_is_ceil=rules.requested_is_ceil,
+        kv_cache_memory_bytes=plan.engine.kv_cache_memory_bytes,
+        operating_reserve_bytes=plan.policy.operating_reserve_bytes,
+    )
+
+
+def compute(plan: PlanInput, rkv: RankKV | None = None) -> PlanResult:
+    """Work out the whole plan."""
+    rules = rules_for(plan.vllm_version)
+    rkv = rkv or kv_spec(plan)
+    ledgers = work_out(plan.ranks, ledger_rules(plan, rules))
+    policy = AdmissionPolicy(
+        max_model_len=plan.engine.max_model_len,
+        max_num_batched_tokens=plan.engine.max_num_batched_tokens,
+        max_num_seqs=plan.engine.max_num_seqs,
+        growth_reserve=plan.policy.growth_reserve,
+        avg_live_tokens=plan.policy.avg_live_tokens,
+        kv_size_is_derived=rules.kv_size_is_derived,
+    )
+    admission = admit(tuple((lg.label, lg.kv.bytes) for lg in ledgers), rkv, policy)
+    rooms = tuple((lg.label, lg.kv.bytes) for lg in ledgers if lg.kv.source != "default")
+    budget = uniform_budget(rooms, plan.policy.operating_reserve_bytes, rkv)
+    result = PlanResult(plan, rules, rkv, ledgers, admission, budget)
+    return PlanResult(plan, rules, rkv, ledgers, admission, budget, warnings(result))
+
+
+def warnings(result: PlanResult) -> tuple[Warning, ...]:
+    """Pre-flight failures and other findings, in plain words."""
+    out = [Warning(code, message, lg.label) for lg in result.ledgers for code, message in lg.problems]
+    adm, plan = result.admission, result.plan
+    if result.ledgers and not adm.fits_max_model_len:
+        out.append(
+            Warning(
+                "max_model_len_does_not_fit",
+                f"vLLM will not start: one {plan.engine.max_model_len:,}-token request needs "
+                f"{fmt_bytes(adm.per_request_bytes)} of KV on rank {adm.binding_rank}, which has "
+                f"{fmt_bytes(max(0, min(lg.kv.bytes for lg in result.ledgers)))}; the largest max_model_len "
+                f"that fits is {adm.largest_max_model_len:,}",
+                adm.binding_rank,
+            )
+        )
+    out += _spread_warnings(result)
+    if adm.binding_limit == "max_num_seqs" and adm.concurrency_ceiling is not None:
+        out.append(
+            Warning(
+                "max_num_seqs_binds",
+                f"max_num_seqs ({plan.engine.max_num_seqs:,}) binds before KV memory "
+                f"(room for {adm.concurrency_ceiling:,} requests of {plan.policy.avg_live_tokens:,} live tokens)",
+            )
+        )
+    if plan.estimated_ranks:
+        out.append(
+            Warning(
+                "estimated_rows",
+                "weights, non-torch, CUDA-graph and activation rows are estimates; import a vLLM startup "
+                "log to replace them with measurements",
+            )
+        )
+    return tuple(out)
+
+
+def _spread_warnings(result: PlanResult) -> list[Warning]:
+    out: list[Warning] = []
+    frees = [(lg.label, lg.free_at_start.bytes) for lg in result.ledgers if lg.free_at_start is not None]
+    threshold = result.plan.policy.free_spread_threshold_bytes
+    if len(frees) > 1:
+        low = min(frees, key=lambda f: f[1])
+        high = max(frees, key=lambda f: f[1])
+        if high[1] - low[1] > threshold:
+            out.append(
+                Warning(
+                    "free_memory_spread",
+                    f"free memory at start differs across ranks by {fmt_bytes(high[1] - low[1])} "
+                    f"(rank {low[0]}: {fmt_bytes(low[1])}, rank {high[0]}: {fmt_bytes(high[1])}); "
+                    f"the difference usually survives into the KV budget — look for another process on rank {low[0]}",
+                    low[0],
+                )
+            )
+    kvs = [lg.kv.bytes for lg in result.ledgers]
+    if len(kvs) >= 3:
+        median = statistics.median(kvs)
+        for lg in result.ledgers:
+            if median > 0 and abs(lg.kv.bytes - median) > 0.1 * median:
+                out.append(
+                    Warning(
+                        "rank_outlier",
+                        f"rank {lg.label} has {fmt_bytes(lg.kv.bytes)} of KV, far from the median "
+                        f"{fmt_bytes(int(median))}",
+                        lg.label,
+                    )
+                )
+    return out

@@ -1,0 +1,266 @@
+"""The JSON result of a plan (the contract `kvledger plan --json`, the API and the pages share),
+and the explain-the-math entries: every headline number with its formula and plugged-in values.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app import __version__
+from app.core.budget import UniformBudget
+from app.core.ledger import Cell, RankLedger
+from app.core.plan import PlanResult
+from app.core.units import fmt_bytes
+
+JSON = dict[str, Any]
+
+_ROW_KEYS = {
+    "total": "total_bytes",
+    "free_at_start": "free_at_start_bytes",
+    "requested": "requested_bytes",
+    "headroom": "headroom_bytes",
+    "weights": "weights_bytes",
+    "non_torch": "non_torch_bytes",
+    "cuda_graphs": "cuda_graph_bytes",
+    "activation": "activation_bytes",
+    "kv": "kv_bytes",
+}
+
+
+def _val(cell: Cell | None) -> int | None:
+    return None if cell is None else cell.bytes
+
+
+def rank_json(lg: RankLedger, blocks: int, tokens: int, raw: int | None, stranded: int, binding: bool) -> JSON:
+    rows = lg.rows()
+    out: JSON = {"rank": lg.label}
+    sources: dict[str, str] = {}
+    for name, key in _ROW_KEYS.items():
+        cell = rows[name]
+        out[key] = _val(cell)
+        if cell is not None:
+            sources[key] = cell.source
+    out.update(
+        blocks=blocks,
+        tokens=tokens,
+        raw_tokens=raw,
+        stranded_bytes=stranded,
+        will_start=lg.will_start,
+        binding=binding,
+        sources=sources,
+    )
+    return out
+
+
+def budget_json(budget: UniformBudget | None, result: PlanResult) -> JSON | None:
+    if budget is None:
+        return None
+    engine = result.plan.engine
+    conc = result.rkv.max_concurrency(budget.blocks, engine.max_model_len, engine.max_num_batched_tokens)
+    return {
+        "kv_cache_memory_bytes": budget.kv_cache_memory_bytes,
+        "blocks": budget.blocks,
+        "tokens": budget.tokens,
+        "stranded_bytes": budget.stranded_bytes,
+        "min_bytes": budget.min_bytes,
+        "median_bytes": budget.median_bytes,
+        "max_bytes": budget.max_bytes,
+        "min_over_median": budget.min_over_median,
+        "binding_rank": budget.binding_rank,
+        "concurrency_at_max_model_len": int(conc),
+        "flag": budget.flag,
+        "ranks": [
+            {
+                "rank": r.label,
+                "room_bytes": r.room_bytes,
+                "safe_bytes": r.safe_bytes,
+                "stranded_bytes": r.stranded_bytes,
+            }
+            for r in budget.ranks
+        ],
+    }
+
+
+def flags(result: PlanResult) -> list[str]:
+    """The vLLM command-line flags that deploy this plan."""
+    plan, engine = result.plan, result.plan.engine
+    out = []
+    if plan.model.name:
+        out.append(f"--model {plan.model.name}")
+    if plan.layout.tp > 1:
+        out.append(f"--tensor-parallel-size {plan.layout.tp}")
+    if plan.layout.pp > 1:
+        out.append(f"--pipeline-parallel-size {plan.layout.pp}")
+    if plan.layout.dp > 1:
+        out.append(f"--data-parallel-size {plan.layout.dp}")
+    if plan.layout.dcp > 1:
+        out.append(f"--decode-context-parallel-size {plan.layout.dcp}")
+    if engine.kv_cache_memory_bytes is not None:
+        out.append(f"--kv-cache-memory-bytes {engine.kv_cache_memory_bytes}")
+    else:
+        out.append(f"--gpu-memory-utilization {engine.gpu_memory_utilization}")
+    out.append(f"--max-model-len {engine.max_model_len}")
+    out.append(f"--max-num-batched-tokens {engine.max_num_batched_tokens}")
+    out.append(f"--max-num-seqs {engine.max_num_seqs}")
+    if engine.kv_cache_dtype != "auto":
+        out.append(f"--kv-cache-dtype {engine.kv_cache_dtype}")
+    out.append(f"--block-size {engine.block_size}")
+    if engine.enforce_eager:
+        out.append("--enforce-eager")
+    return out
+
+
+def _inputs(*cells: Cell | None) -> str:
+    sources = {c.source for c in cells if c is not None}
+    if sources <= {"measured"}:
+        return "measured"
+    if sources <= {"estimated", "default"}:
+        return "estimated"
+    return "mixed"
+
+
+def explain(result: PlanResult) -> JSON:
+    """Every headline number as formula, values plugged in, result, and measured/estimated."""
+    adm, rkv, plan = result.admission, result.rkv, result.plan
+    binding = next((lg for lg in result.ledgers if lg.label == adm.binding_rank), None)
+    out: JSON = {}
+    if binding is not None and binding.requested is not None and plan.engine.kv_cache_memory_bytes is None:
+        rows = [binding.weights, binding.non_torch, binding.activation]
+        graphs = " − cuda_graphs" if result.rules.cuda_graphs_in_budget else ""
+        if result.rules.cuda_graphs_in_budget:
+            rows.append(binding.cuda_graphs)
+        out["kv_bytes"] = {
+            "formula": f"requested − weights − non_torch − activation{graphs}",
+            "values": " − ".join([fmt_bytes(binding.requested.bytes), *(fmt_bytes(_val(c)) for c in rows)]),
+            "result": fmt_bytes(binding.kv.bytes),
+            "inputs": _inputs(binding.requested, *rows),
+        }
+        out["requested_bytes"] = {
+            "formula": "ceil(total × gpu_memory_utilization)",
+            "values": f"{fmt_bytes(_val(binding.total))} × {plan.engine.gpu_memory_utilization}",
+            "result": fmt_bytes(binding.requested.bytes),
+            "inputs": _inputs(binding.total),
+        }
+    kv_inputs = _inputs(binding.kv) if binding else "estimated"
+    out["kv_bytes_per_token"] = {
+        "formula": "Σ over KV layers on the rank of page bytes / block_size",
+        "values": f"{rkv.layers_on_rank} layers, {rkv.kv_heads_per_rank} KV heads/rank, dtype {rkv.kv_cache_dtype}",
+        "result": f"{rkv.kv_bytes_per_token:,} B",
+        "inputs": "derived",
+    }
+    out["blocks"] = {
+        "formula": "min over ranks of floor(kv_bytes / page_bytes)",
+        "values": f"floor({binding.kv.bytes if binding else 0:,} / {rkv.page_bytes:,}) on rank {adm.binding_rank}",
+        "result": f"{adm.blocks:,}",
+        "inputs": kv_inputs,
+    }
+    out["tokens"] = {
+        "formula": "blocks × block_size",
+        "values": f"{adm.blocks:,} × {rkv.block_size}",
+        "result": f"{adm.tokens:,}",
+        "inputs": kv_inputs,
+    }
+    out["schedulable_tokens"] = {
+        "formula": "floor(tokens × (1 − growth_reserve))",
+        "values": f"floor({adm.tokens:,} × (1 − {plan.policy.growth_reserve}))",
+        "result": f"{adm.schedulable_tokens:,}",
+        "inputs": kv_inputs,
+    }
+    if adm.concurrency_ceiling is not None:
+        out["concurrency_ceiling"] = {
+            "formula": "floor(schedulable_tokens / avg_live_tokens)",
+            "values": f"floor({adm.schedulable_tokens:,} / {plan.policy.avg_live_tokens:,})",
+            "result": f"{adm.concurrency_ceiling:,}",
+            "inputs": kv_inputs,
+        }
+    out["max_concurrency_at_max_model_len"] = {
+        "formula": "blocks / per-request worst-case blocks at max_model_len (vLLM's figure)",
+        "values": f"{adm.blocks:,} / {adm.per_request_blocks:,}",
+        "result": f"{adm.max_concurrency_at_max_model_len:.2f}x",
+        "inputs": kv_inputs,
+    }
+    out["vllm_kv_cache_size_tokens"] = {
+        "formula": "int(max_concurrency × max_model_len) — derived, not a count of physical tokens"
+        if result.rules.kv_size_is_derived
+        else "blocks × block_size (vLLM before 0.21)",
+        "values": f"{adm.max_concurrency_at_max_model_len:.4f} × {plan.engine.max_model_len:,}",
+        "result": f"{adm.vllm_kv_cache_size_tokens:,}",
+        "inputs": kv_inputs,
+    }
+    return out
+
+
+def result_to_dict(result: PlanResult, levers: list[JSON] | None = None) -> JSON:
+    """The JSON result; keys are a contract other tools read."""
+    adm, rkv, plan = result.admission, result.rkv, result.plan
+    by_label = {r.label: r for r in adm.ranks}
+    ranks = []
+    for lg in result.ledgers:
+        ra = by_label[lg.label]
+        ranks.append(rank_json(lg, ra.blocks, ra.tokens, ra.raw_tokens, ra.stranded_bytes, ra.binding))
+    shape = plan.model.shape
+    return {
+        "core_version": __version__,
+        "vllm_version": result.rules.label,
+        "model": {
+            "name": plan.model.name or (shape.name if shape else None),
+            "source": plan.model.source,
+            "config_sha256": plan.model.sha256,
+            "layers": shape.num_layers if shape else None,
+            "kv_heads": shape.num_kv_heads if shape else None,
+            "head_dim": shape.head_dim if shape else None,
+            "dtype": shape.dtype if shape else None,
+        },
+        "layout": {
+            "tp": plan.layout.tp,
+            "pp": plan.layout.pp,
+            "dp": plan.layout.dp,
+            "dcp": plan.layout.dcp,
+            "ranks": len(plan.ranks),
+        },
+        "engine": {
+            "gpu_memory_utilization": plan.engine.gpu_memory_utilization,
+            "kv_cache_memory_bytes": plan.engine.kv_cache_memory_bytes,
+            "kv_cache_dtype": plan.engine.kv_cache_dtype,
+            "block_size": plan.engine.block_size,
+            "max_model_len": plan.engine.max_model_len,
+            "max_num_batched_tokens": plan.engine.max_num_batched_tokens,
+            "max_num_seqs": plan.engine.max_num_seqs,
+            "enforce_eager": plan.engine.enforce_eager,
+        },
+        "policy": {
+            "growth_reserve": plan.policy.growth_reserve,
+            "operating_reserve_bytes": plan.policy.operating_reserve_bytes,
+            "avg_live_tokens": plan.policy.avg_live_tokens,
+        },
+        "kv_bytes_per_token": rkv.kv_bytes_per_token,
+        "kv_heads_per_rank": rkv.kv_heads_per_rank,
+        "layers_on_rank": rkv.layers_on_rank,
+        "page_bytes": rkv.page_bytes,
+        "block_size": rkv.block_size,
+        "per_request_bytes": adm.per_request_bytes,
+        "per_request_blocks": adm.per_request_blocks,
+        "ranks": ranks,
+        "binding_rank": adm.binding_rank,
+        "binding_reason": adm.binding_reason,
+        "blocks": adm.blocks,
+        "tokens": adm.tokens,
+        "raw_tokens": adm.raw_tokens,
+        "schedulable_tokens": adm.schedulable_tokens,
+        "concurrency_ceiling": adm.concurrency_ceiling,
+        "concurrency": adm.concurrency,
+        "binding_limit": adm.binding_limit,
+        "max_num_seqs": plan.engine.max_num_seqs,
+        "max_concurrency_at_max_model_len": round(adm.max_concurrency_at_max_model_len, 4),
+        "vllm_kv_cache_size_tokens": adm.vllm_kv_cache_size_tokens,
+        "fits_max_model_len": adm.fits_max_model_len,
+        "largest_max_model_len": adm.largest_max_model_len,
+        "stranded_bytes": adm.stranded_bytes,
+        "will_start": all(lg.will_start for lg in result.ledgers) and adm.fits_max_model_len,
+        "uniform_budget": budget_json(result.budget, result),
+        "flags": flags(result),
+        "warnings": [{"code": w.code, "message": w.message, "rank": w.rank} for w in result.warnings],
+        "explain": explain(result),
+        "levers": levers if levers is not None else [],
+        "notes": list(plan.notes),
+    }

@@ -1,0 +1,77 @@
+"""vLLM versions and the defaults and accounting rules that changed between them.
+
+Sources (VLLM-NOTES.md §1, §2.2; upstream vLLM read at commit 52a31ccec, 2026-05-27):
+- `gpu_memory_utilization` default 0.9 → 0.92 with the CUDA-graph estimate (PR #38284,
+  `vllm/config/cache.py:66`, "default since v0.21.0").
+- CUDA-graph memory is subtracted from the KV budget from v0.21.0 on
+  (`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1`, `vllm/v1/worker/gpu_worker.py:358`); before,
+  graphs were captured after KV sizing out of the `1 − utilization` headroom.
+- The free-memory pre-flight (`request_memory`, `vllm/v1/worker/utils.py:403`) since v0.9.1.
+- NCCL buffers stopped showing up as non-torch memory when the init snapshot moved after
+  NCCL init (`abad204be`, v0.10.2).
+- "GPU KV cache size" became `int(max_concurrency × max_model_len)` (`e68fa1b90`, PR #41069,
+  2026-04-28, taken here as v0.21); before it was the block-rounded token count.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from app.core.errors import InputError
+
+CURRENT_VLLM = "0.27.1"
+
+Version = tuple[int, int, int]
+
+
+def parse_version(text: str, field: str = "vllm_version") -> Version:
+    """'0.10.2', 'v0.21', '0.11.1rc2', '0.1.dev20073+g8e685d198' → (major, minor, patch)."""
+    match = re.match(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?", text)
+    if match is None:
+        raise InputError(field, f"cannot read {text!r} as a vLLM version (expected e.g. 0.10.2)")
+    major, minor, patch = match.group(1), match.group(2), match.group(3) or "0"
+    return int(major), int(minor), int(patch)
+
+
+@dataclass(frozen=True)
+class VersionRules:
+    """The accounting rules of one vLLM version."""
+
+    version: Version
+    default_gpu_memory_utilization: float
+    cuda_graphs_in_budget: bool
+    free_memory_preflight: bool
+    nccl_in_non_torch: bool
+    kv_size_is_derived: bool
+    requested_is_ceil: bool
+
+    @property
+    def label(self) -> str:
+        return ".".join(str(p) for p in self.version)
+
+
+def rules_for(version_text: str | None) -> VersionRules:
+    """The rules in force for a vLLM version (None → the current release)."""
+    version = parse_version(version_text or CURRENT_VLLM)
+    at_least_021 = version >= (0, 21, 0)
+    return VersionRules(
+        version=version,
+        default_gpu_memory_utilization=0.92 if at_least_021 else 0.9,
+        cuda_graphs_in_budget=at_least_021,
+        free_memory_preflight=version >= (0, 9, 1),
+        nccl_in_non_torch=version < (0, 10, 2),
+        kv_size_is_derived=at_least_021,
+        requested_is_ceil=version >= (0, 14, 0),
+    )
+
+
+def batch_defaults(gpu_total_bytes: int | None) -> tuple[int, int]:
+    """vLLM's API-server defaults (max_num_batched_tokens, max_num_seqs) for a GPU size.
+
+    `EngineArgs.get_batch_defaults` (vllm/engine/arg_utils.py): GPUs with ≥ 70 GiB get
+    8192 batched tokens and 1024 sequences for the OpenAI server, smaller ones 2048 and 256.
+    """
+    if gpu_total_bytes is not None and gpu_total_bytes >= 70 * 1024**3:
+        return 8192, 1024
+    return 2048, 256

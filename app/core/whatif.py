@@ -1,0 +1,205 @@
+"""What-if transforms: pure plan → plan functions that say which cells they changed.
+
+Each transform returns the new plan plus the dotted names of the cells it changed and of the
+cells that became estimates. Knobs that only change settings (utilization, KV dtype, block
+size, max_model_len, max_num_seqs, reserves, live tokens) keep every measured row. Knobs that
+change what vLLM profiles (TP degree, prefill chunk) re-estimate the rows they move:
+
+- TP degree a → b: weights scale by a/b (sharded checkpoint); KV heads re-shard with the
+  replication rule (KV spec recomputed); the activation peak is split into a part that shards
+  and one that does not — measured × (u + s·a/b) with s, u from the model's shape — never the
+  TP-a peak divided by b; non_torch gains communicator buffers when going from TP1 to TP > 1.
+- prefill chunk (max_num_batched_tokens): activation moves by slope × Δtokens; the slope is
+  the model-shape estimate, or a least-squares line through ≥ 2 measured (chunk, activation)
+  points when the policy carries them. Sliding-window capacity moves through the KV spec.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from app.core.errors import InputError
+from app.core.estimates import activation_slope, non_torch_bytes
+from app.core.ledger import Cell, RankInput
+from app.core.plan import Engine, PlanInput, compute
+from app.core.versions import rules_for
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    plan: PlanInput
+    changed: tuple[str, ...]
+    estimated: tuple[str, ...] = ()
+
+
+def set_engine(plan: PlanInput, **changes: object) -> WhatIf:
+    """Change engine settings (utilization, KV dtype, block size, max_model_len, max_num_seqs…)."""
+    engine = replace(plan.engine, **changes)  # type: ignore[arg-type]
+    changed = tuple(f"engine.{k}" for k in sorted(changes))
+    if "gpu_memory_utilization" in changes:
+        changed += ("ranks[*].requested", "ranks[*].headroom", "ranks[*].kv")
+    return WhatIf(replace(plan, engine=engine), changed)
+
+
+def set_policy(plan: PlanInput, **changes: object) -> WhatIf:
+    policy = replace(plan.policy, **changes)  # type: ignore[arg-type]
+    return WhatIf(replace(plan, policy=policy), tuple(f"policy.{k}" for k in sorted(changes)))
+
+
+def _scaled(cell: Cell | None, num: int, den: int, note: str) -> Cell | None:
+    if cell is None:
+        return None
+    return Cell(cell.bytes * num // den, "estimated", note)
+
+
+def activation_per_token(plan: PlanInput, tp: int) -> float:
+    """Bytes of activation peak per batched token: a measured fit if available, else the shape estimate."""
+    points = sorted(set(plan.policy.activation_points))
+    if len({p[0] for p in points}) >= 2:
+        n = len(points)
+        mean_x = sum(p[0] for p in points) / n
+        mean_y = sum(p[1] for p in points) / n
+        sxx = sum((p[0] - mean_x) ** 2 for p in points)
+        sxy = sum((p[0] - mean_x) * (p[1] - mean_y) for p in points)
+        return sxy / sxx
+    shape = plan.model.shape
+    if shape is None:
+        return 0.09 * 1024**2
+    sharded, unsharded = activation_slope(shape, tp)
+    return float(sharded + unsharded)
+
+
+def set_max_num_batched_tokens(plan: PlanInput, tokens: int) -> WhatIf:
+    """Move the prefill chunk: the activation row moves by slope × Δtokens on every rank."""
+    if tokens <= 0:
+        raise InputError("engine.max_num_batched_tokens", f"must be a positive number of tokens, got {tokens}")
+    delta = round(activation_per_token(plan, plan.layout.tp) * (tokens - plan.engine.max_num_batched_tokens))
+    note = f"activation moved by {delta:+,} B for {tokens - plan.engine.max_num_batched_tokens:+,} batched tokens"
+    ranks = tuple(
+        replace(r, activation=Cell(max(0, r.activation.bytes + delta), "estimated", note))
+        if r.activation is not None
+        else _shift_room(r, -delta, note)
+        for r in plan.ranks
+    )
+    engine = replace(plan.engine, max_num_batched_tokens=tokens)
+    return WhatIf(
+        replace(plan, engine=engine, ranks=ranks),
+        ("engine.max_num_batched_tokens", "ranks[*].activation", "ranks[*].kv"),
+        ("ranks[*].activation",),
+    )
+
+
+def _shift_room(rank: RankInput, delta: int, note: str) -> RankInput:
+    if rank.kv_room is None:
+        return rank
+    return replace(rank, kv_room=Cell(max(0, rank.kv_room.bytes + delta), "estimated", note))
+
+
+def set_tp(plan: PlanInput, tp: int) -> WhatIf:
+    """Re-shard the plan to another TP degree (one engine of tp × pp ranks)."""
+    old = plan.layout.tp
+    if tp <= 0:
+        raise InputError("layout.tp", f"must be a positive whole number, got {tp}")
+    if tp == old:
+        return WhatIf(plan, ())
+    new_plan = replace(plan, layout=replace(plan.layout, tp=tp))
+    ranks = tuple(_reshard_rank(plan, new_plan, r, i, old, tp) for i, r in enumerate(_template_ranks(plan, tp)))
+    changed = ("layout.tp", "ranks[*].weights", "ranks[*].activation", "ranks[*].non_torch", "kv_bytes_per_token")
+    return WhatIf(replace(new_plan, ranks=ranks), changed, ("ranks[*].weights", "ranks[*].activation"))
+
+
+def _template_ranks(plan: PlanInput, tp: int) -> tuple[RankInput, ...]:
+    """The new engine's ranks: existing ranks first, cycling through them when the group grows."""
+    count = tp * plan.layout.pp
+    if not plan.ranks:
+        return ()
+    return tuple(plan.ranks[i % len(plan.ranks)] for i in range(count))
+
+
+def _reshard_rank(plan: PlanInput, new_plan: PlanInput, rank: RankInput, index: int, old: int, tp: int) -> RankInput:
+    label = f"PP{index // tp}_TP{index % tp}" if plan.layout.pp > 1 else f"TP{index}"
+    act = rank.activation
+    if act is not None and plan.model.shape is not None:
+        s_old, u_old = activation_slope(plan.model.shape, old)
+        s_new, u_new = activation_slope(plan.model.shape, tp)
+        per_token_old, per_token_new = s_old + u_old, s_new + u_new
+        act = Cell(
+            act.bytes * per_token_new // max(1, per_token_old), "estimated", f"activation re-split TP{old}→TP{tp}"
+        )
+    non_torch = rank.non_torch
+    if non_torch is not None and plan.model.shape is not None and (old == 1) != (tp == 1):
+        rules = rules_for(plan.vllm_version)
+        from app.core.estimates import EstimateContext
+
+        def nt(t: int) -> int:
+            ctx = EstimateContext(
+                t,
+                plan.layout.pp,
+                plan.engine.max_num_batched_tokens,
+                plan.engine.max_num_seqs,
+                plan.engine.enforce_eager,
+                rules,
+            )
+            return non_torch_bytes(plan.model.shape, ctx)  # type: ignore[arg-type]
+
+        non_torch = Cell(max(0, non_torch.bytes + nt(tp) - nt(old)), "estimated", "communicator buffers re-estimated")
+    kv_room = _scaled(rank.kv_room, 1, 1, "room carried over; re-measure") if rank.kv_room else None
+    return replace(
+        rank,
+        label=label,
+        weights=_scaled(rank.weights, old, tp, f"weights re-sharded TP{old}→TP{tp}"),
+        activation=act,
+        non_torch=non_torch,
+        kv_room=kv_room,
+    )
+
+
+@dataclass(frozen=True)
+class Lever:
+    knob: str
+    change: str
+    tokens_before: int
+    tokens_after: int
+    tokens_gained: int
+
+
+def levers(plan: PlanInput, allowed_tp: tuple[int, ...] = ()) -> tuple[Lever, ...]:
+    """Tokens gained by each knob, best first (seed 002: bytes-per-token levers scale capacity)."""
+    base = compute(plan).admission.tokens
+    engine = plan.engine
+    trials: list[tuple[str, str, WhatIf]] = []
+    if engine.kv_cache_memory_bytes is None and engine.gpu_memory_utilization < 0.97:
+        util = round(min(0.98, engine.gpu_memory_utilization + 0.03), 4)
+        trials.append(
+            (
+                "gpu_memory_utilization",
+                f"{engine.gpu_memory_utilization} → {util}",
+                set_engine(plan, gpu_memory_utilization=util),
+            )
+        )
+    if engine.kv_cache_dtype in ("auto", "bfloat16", "float16", "float32") and plan.model.shape is not None:
+        trials.append(("kv_cache_dtype", f"{engine.kv_cache_dtype} → fp8", set_engine(plan, kv_cache_dtype="fp8")))
+    if engine.max_num_batched_tokens > 1024:
+        half = max(1024, engine.max_num_batched_tokens // 2)
+        trials.append(
+            (
+                "max_num_batched_tokens",
+                f"{engine.max_num_batched_tokens:,} → {half:,}",
+                set_max_num_batched_tokens(plan, half),
+            )
+        )
+    bigger = [t for t in allowed_tp if t > plan.layout.tp]
+    if bigger and plan.model.shape is not None:
+        trials.append(("tensor_parallel_size", f"{plan.layout.tp} → {bigger[0]}", set_tp(plan, bigger[0])))
+    out = []
+    for knob, change, whatif in trials:
+        try:
+            after = compute(whatif.plan).admission.tokens
+        except InputError:
+            continue
+        out.append(Lever(knob, change, base, after, after - base))
+    return tuple(sorted(out, key=lambda lv: -lv.tokens_gained))
+
+
+def with_engine(plan: PlanInput, engine: Engine) -> PlanInput:
+    return replace(plan, engine=engine)

@@ -1,0 +1,196 @@
+"""A parsed vLLM startup log becomes a measured plan, and is checked against the model.
+
+A run of the parsed log (the `kvledger import-log --json` contract) gives per-rank rows as
+measured cells: total, free at start, weights, non-torch, activation, CUDA graphs and the
+"Available KV cache memory" as the rank's measured KV room. vLLM ≥ 0.11.1 prints most lines on
+local rank 0 only, so ranks missing from the log are unknown — they are left out, never zero,
+and the plan says so. When the model's config is known (catalogue or supplied), blocks and
+tokens are recomputed from the parsed KV bytes and compared with the logged figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from app.core.errors import InputError
+from app.core.kvspec import RankKV, rank_kv, rank_kv_uniform
+from app.core.shape import shape_from_config
+from app.schemas import PlanDocument
+
+JSON = dict[str, Any]
+
+
+def parse_log_text(text: str) -> JSON:
+    from app.ingest.vllm_log import log_parse_to_json, parse_vllm_log
+
+    return log_parse_to_json(parse_vllm_log(text))
+
+
+def _as_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _run(parsed: Mapping[str, object], index: int) -> Mapping[str, Any]:
+    runs = parsed.get("runs")
+    if not isinstance(runs, list) or not runs:
+        raise InputError("from_log", "the log has no vLLM engine start with memory lines")
+    if index >= len(runs):
+        raise InputError("log_run", f"the log has {len(runs)} engine start(s); run {index} does not exist")
+    run = runs[index]
+    if not isinstance(run, Mapping):
+        raise InputError("from_log", f"runs[{index}] is not an object")
+    return run
+
+
+def catalogue_config_for(model_name: str | None) -> tuple[str, Mapping[str, object]] | None:
+    """(slug, config) of the catalogue entry a logged model name refers to, if any."""
+    if not model_name:
+        return None
+    from app.ingest.catalogue import get_model
+
+    candidates = [model_name, model_name.rstrip("/").split("/")[-1]]
+    for key in candidates:
+        try:
+            entry = get_model(key)
+        except KeyError:
+            continue
+        return entry.slug, entry.config
+    return None
+
+
+def ranks_from_run(run: Mapping[str, Any]) -> list[JSON]:
+    """Plan-document rank entries from a parsed run's rank records."""
+    out: list[JSON] = []
+    for rec in run.get("ranks") or []:
+        if not isinstance(rec, Mapping):
+            continue
+        entry: JSON = {"label": str(rec.get("rank") or f"pid={rec.get('pid')}")[:64]}
+        for key, src in (
+            ("total", "total_bytes"),
+            ("free_at_start", "free_at_start_bytes"),
+            ("weights", "weights_bytes"),
+            ("non_torch", "non_torch_bytes"),
+            ("activation", "activation_bytes"),
+            ("cuda_graphs", "cuda_graph_bytes"),
+            ("kv_room", "kv_bytes"),
+        ):
+            value = _as_int(rec.get(src))
+            if value is not None and value >= 0:
+                entry[key] = value
+        if "kv_room" in entry or "total" in entry:
+            out.append(entry)
+    return out
+
+
+def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) -> PlanDocument:
+    """Replace `from_log` by the measured ranks and settings of the chosen run."""
+    source = doc.from_log
+    if isinstance(source, str):
+        if read_log is None:
+            raise InputError(
+                "from_log", "a file path is only accepted on the command line; send the log text or parsed JSON"
+            )
+        parsed = parse_log_text(read_log(source))
+    elif isinstance(source, Mapping) and "runs" in source:
+        parsed = dict(source)
+    elif isinstance(source, Mapping) and isinstance(source.get("text"), str):
+        parsed = parse_log_text(str(source["text"]))
+    else:
+        raise InputError("from_log", "give a file path, {text: log text} or the parsed JSON ({runs: […]})")
+    run = _run(parsed, doc.log_run)
+    data = doc.model_dump(exclude_none=True, exclude={"from_log", "log_run"})
+    settings: Mapping[str, Any] = run.get("settings") or {}
+    ranks = ranks_from_run(run)
+    if not ranks:
+        raise InputError("from_log", f"run {doc.log_run} states no per-rank memory (no KV or total memory lines)")
+    data["ranks"] = ranks
+    engine: JSON = dict(data.get("engine") or {})
+    for key in ("gpu_memory_utilization", "max_model_len", "max_num_batched_tokens", "max_num_seqs", "block_size"):
+        value = settings.get(key)
+        if value is not None and key not in doc.engine.model_fields_set:
+            engine[key] = value
+    dtype = settings.get("kv_cache_dtype")
+    if isinstance(dtype, str) and "kv_cache_dtype" not in doc.engine.model_fields_set:
+        engine["kv_cache_dtype"] = dtype
+    if settings.get("enforce_eager") is not None and "enforce_eager" not in doc.engine.model_fields_set:
+        engine["enforce_eager"] = bool(settings["enforce_eager"])
+    data["engine"] = engine
+    layout: JSON = dict(data.get("layout") or {})
+    for key, src in (("tp", "tensor_parallel_size"), ("pp", "pipeline_parallel_size"), ("dp", "data_parallel_size")):
+        value = _as_int(settings.get(src))
+        if value and key not in doc.layout.model_fields_set:
+            layout[key] = value
+    data["layout"] = layout
+    if doc.vllm_version is None and isinstance(run.get("vllm_version"), str):
+        data["vllm_version"] = run["vllm_version"]
+    if doc.model is None:
+        data["model"] = _model_for_run(run, settings)
+    return PlanDocument.model_validate(data)
+
+
+def _model_for_run(run: Mapping[str, Any], settings: Mapping[str, Any]) -> JSON:
+    name = settings.get("model") if isinstance(settings.get("model"), str) else None
+    found = catalogue_config_for(name)
+    if found is not None:
+        return {"catalogue": found[0], "name": name}
+    per_token = bytes_per_token_from_run(run)
+    if per_token is None:
+        raise InputError(
+            "model",
+            f"the log's model ({name or 'not stated'}) is not in the catalogue and its KV lines do not "
+            "give bytes per token: add model.config (its config.json)",
+        )
+    return {"kv_bytes_per_token": per_token, "name": name}
+
+
+def bytes_per_token_from_run(run: Mapping[str, Any]) -> int | None:
+    """Per-rank bytes per token implied by a run's KV bytes and block count (an estimate)."""
+    engine: Mapping[str, Any] = run.get("engine") or {}
+    blocks = _as_int(engine.get("num_gpu_blocks"))
+    block_size = _as_int(engine.get("block_size")) or _as_int((run.get("settings") or {}).get("block_size")) or 16
+    kvs = [_as_int(r.get("kv_bytes")) for r in run.get("ranks") or [] if isinstance(r, Mapping)]
+    kv_values = [k for k in kvs if k]
+    if not blocks or not kv_values:
+        return None
+    return min(kv_values) // (blocks * block_size)
+
+
+def residuals(run: Mapping[str, Any], config: Mapping[str, object] | None, per_token: int | None = None) -> list[JSON]:
+    """Blocks recomputed from each rank's parsed KV bytes against the logged figures."""
+    settings: Mapping[str, Any] = run.get("settings") or {}
+    engine: Mapping[str, Any] = run.get("engine") or {}
+    block_size = _as_int(engine.get("block_size")) or _as_int(settings.get("block_size")) or 16
+    rkv: RankKV
+    if config is not None:
+        rkv = rank_kv(
+            shape_from_config(config),
+            tp=_as_int(settings.get("tensor_parallel_size")) or 1,
+            pp=_as_int(settings.get("pipeline_parallel_size")) or 1,
+            kv_cache_dtype=str(settings.get("kv_cache_dtype") or "auto"),
+            block_size=block_size,
+        )
+    elif per_token:
+        rkv = rank_kv_uniform(per_token, block_size)
+    else:
+        return []
+    logged_engine = _as_int(engine.get("num_gpu_blocks"))
+    out = []
+    for rec in run.get("ranks") or []:
+        kv = _as_int(rec.get("kv_bytes")) if isinstance(rec, Mapping) else None
+        if kv is None:
+            continue
+        computed = rkv.blocks_for(kv)
+        logged = _as_int(rec.get("num_gpu_blocks")) or logged_engine
+        out.append(
+            {
+                "rank": rec.get("rank"),
+                "kv_bytes": kv,
+                "computed_blocks": computed,
+                "logged_blocks": logged,
+                "residual_blocks": None if logged is None else computed - logged,
+                "computed_tokens": rkv.tokens_for_blocks(computed),
+                "page_bytes": rkv.page_bytes,
+            }
+        )
+    return out

@@ -1,0 +1,364 @@
+"""The application service over the pure core: documents in, JSON results out.
+
+The CLI, the JSON API and the pages all come through here. It resolves the model (inline
+config, catalogue entry or bare bytes per token), fills what the document leaves out with
+vLLM's defaults for the version the plan names, builds measured or estimated rank rows, runs
+the core and returns the JSON contract. Errors are `InputError`s naming the field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from app.core.errors import InputError
+from app.core.estimates import EstimateContext, estimate_ranks
+from app.core.kvspec import rank_kv
+from app.core.ledger import Cell, RankInput
+from app.core.plan import Engine, Layout, ModelInput, PlanInput, Policy, compute
+from app.core.report import result_to_dict
+from app.core.shape import ModelShape, shape_from_config
+from app.core.versions import CURRENT_VLLM, batch_defaults, rules_for
+from app.core.whatif import Lever, levers, set_max_num_batched_tokens, set_tp
+from app.schemas import PlanDocument, RankDoc, validate_plan
+
+JSON = dict[str, Any]
+LogReader = Callable[[str], str]
+
+
+def resolve_model(doc: PlanDocument) -> ModelInput:
+    """The model input of a document (catalogue entries pin their config's sha256)."""
+    spec = doc.model
+    if spec is None:
+        raise InputError("model", "give model: {config: …}, {catalogue: name} or {kv_bytes_per_token: N}")
+    if spec.kv_bytes_per_token is not None:
+        return ModelInput(kv_bytes_per_token=spec.kv_bytes_per_token, name=spec.name, source="kv_bytes_per_token")
+    if spec.catalogue is not None:
+        from app.ingest.catalogue import get_model
+
+        try:
+            entry = get_model(spec.catalogue)
+        except KeyError as exc:
+            raise InputError("model.catalogue", str(exc.args[0]) if exc.args else "unknown model") from None
+        shape = _shape(entry.config, "model.catalogue")
+        return ModelInput(
+            shape=shape, name=spec.name or entry.hf_id, source=f"catalogue:{entry.slug}", sha256=entry.sha256
+        )
+    config = spec.config or {}
+    sha = hashlib.sha256(json.dumps(config, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    name = spec.name or _str(config.get("_name_or_path"))
+    return ModelInput(shape=_shape(config, "model.config"), name=name, source="config", sha256=sha)
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _shape(config: Mapping[str, object], field: str) -> ModelShape:
+    try:
+        return shape_from_config(config)
+    except InputError as exc:
+        raise exc.under(field) from None
+
+
+def _measured(value: int | None, note: str = "") -> Cell | None:
+    return None if value is None else Cell(value, "measured", note)
+
+
+def _rank_from_doc(i: int, rank: RankDoc) -> RankInput:
+    return RankInput(
+        label=rank.label or str(i),
+        total=_measured(rank.total),
+        free_at_start=_measured(rank.free_at_start),
+        weights=_measured(rank.weights),
+        non_torch=_measured(rank.non_torch),
+        cuda_graphs=_measured(rank.cuda_graphs),
+        activation=_measured(rank.activation),
+        kv_room=_measured(rank.kv_room, "measured KV room"),
+    )
+
+
+def build_plan(doc: PlanDocument, read_log: LogReader | None = None) -> PlanInput:
+    """Resolve a validated document into the core's plan input (defaults filled in)."""
+    if doc.from_log is not None:
+        from app.logplan import document_from_log
+
+        doc = document_from_log(doc, read_log)
+    model = resolve_model(doc)
+    version = doc.vllm_version or CURRENT_VLLM
+    rules = rules_for(version)
+    gpu_total = doc.gpu.total if doc.gpu else max((r.total or 0 for r in doc.ranks or []), default=0) or None
+    default_mnbt, default_seqs = batch_defaults(gpu_total)
+    engine_doc = doc.engine
+    max_model_len = engine_doc.max_model_len or (model.shape.max_position_embeddings if model.shape else None)
+    if max_model_len is None:
+        raise InputError("engine.max_model_len", "required: the model does not state max_position_embeddings")
+    engine = Engine(
+        gpu_memory_utilization=engine_doc.gpu_memory_utilization or rules.default_gpu_memory_utilization,
+        kv_cache_dtype=engine_doc.kv_cache_dtype,
+        block_size=engine_doc.block_size,
+        max_model_len=max_model_len,
+        max_num_batched_tokens=engine_doc.max_num_batched_tokens or default_mnbt,
+        max_num_seqs=engine_doc.max_num_seqs or default_seqs,
+        kv_cache_memory_bytes=engine_doc.kv_cache_memory_bytes,
+        enforce_eager=engine_doc.enforce_eager,
+    )
+    layout = Layout(tp=doc.layout.tp, pp=doc.layout.pp, dp=doc.layout.dp, dcp=doc.layout.dcp)
+    policy = Policy(
+        growth_reserve=doc.policy.growth_reserve,
+        operating_reserve_bytes=doc.policy.operating_reserve,
+        avg_live_tokens=doc.policy.avg_live_tokens,
+        free_spread_threshold_bytes=doc.policy.free_spread_threshold,
+        activation_points=tuple((int(x), int(y)) for x, y in doc.policy.activation_points),
+    )
+    if doc.ranks:
+        ranks = tuple(_rank_from_doc(i, r) for i, r in enumerate(doc.ranks))
+        estimated = False
+    else:
+        ranks = _estimated_ranks(doc, model, layout, engine, version)
+        estimated = True
+    plan = PlanInput(model, layout, engine, policy, ranks, version, gpu_total, estimated)
+    return _apply_whatif(doc, plan)
+
+
+def _estimated_ranks(
+    doc: PlanDocument, model: ModelInput, layout: Layout, engine: Engine, version: str
+) -> tuple[RankInput, ...]:
+    gpu = doc.gpu
+    assert gpu is not None  # guaranteed by PlanDocument validation
+    if model.shape is None:
+        raise InputError("gpu", "estimated rows need the model's shape: give model.config or model.catalogue")
+    ctx = EstimateContext(
+        layout.tp,
+        layout.pp,
+        engine.max_num_batched_tokens,
+        engine.max_num_seqs,
+        engine.enforce_eager,
+        rules_for(version),
+    )
+    ranks = estimate_ranks(model.shape, ctx, gpu.total, gpu.free_at_start)
+    if gpu.count and gpu.count != len(ranks):
+        ranks = tuple(replace(ranks[i % len(ranks)], label=str(i)) for i in range(gpu.count))
+    return ranks
+
+
+def _apply_whatif(doc: PlanDocument, plan: PlanInput) -> PlanInput:
+    if doc.whatif is None:
+        return plan
+    if doc.whatif.tp is not None:
+        plan = set_tp(plan, doc.whatif.tp).plan
+    if doc.whatif.max_num_batched_tokens is not None:
+        plan = set_max_num_batched_tokens(plan, doc.whatif.max_num_batched_tokens).plan
+    return plan
+
+
+def allowed_tp_for(plan: PlanInput, limit: int = 64) -> tuple[int, ...]:
+    """TP degrees vLLM accepts for the plan's model (powers of two and other divisors up to limit)."""
+    shape = plan.model.shape
+    if shape is None:
+        return (1, 2, 4, 8)
+    out = []
+    for tp in range(1, limit + 1):
+        try:
+            rank_kv(
+                shape,
+                tp=tp,
+                pp=plan.layout.pp,
+                kv_cache_dtype=plan.engine.kv_cache_dtype,
+                block_size=plan.engine.block_size,
+            )
+        except InputError:
+            continue
+        out.append(tp)
+    return tuple(out)
+
+
+def _lever_json(lv: Lever) -> JSON:
+    return {
+        "knob": lv.knob,
+        "change": lv.change,
+        "tokens_before": lv.tokens_before,
+        "tokens_after": lv.tokens_after,
+        "tokens_gained": lv.tokens_gained,
+    }
+
+
+def run_plan(doc: object, read_log: LogReader | None = None, with_levers: bool = True) -> JSON:
+    """Validate, resolve and compute a plan document; the JSON result."""
+    plan = build_plan(validate_plan(doc), read_log)
+    try:
+        result = compute(plan)
+    except InputError as exc:
+        raise exc.under("engine") if exc.field in ("kv_cache_dtype", "block_size") else exc from None
+    lever_json = [_lever_json(lv) for lv in levers(plan, allowed_tp_for(plan, 16))] if with_levers else []
+    out = result_to_dict(result, lever_json)
+    out["allowed_tp"] = list(allowed_tp_for(plan))
+    return out
+
+
+def allowed_tp(doc: object) -> list[int]:
+    return list(allowed_tp_for(build_plan(validate_plan(doc))))
+
+
+# --- the what-if URL, imports and comparison (used by the pages and the API) -------------------
+
+from app.querystate import field_for_path, plan_from_query, query_from_plan  # noqa: E402
+
+__all__ = [
+    "allowed_tp",
+    "catalogue_search",
+    "compare",
+    "field_for_path",
+    "import_log",
+    "import_nvidia_smi",
+    "kv_bytes_report",
+    "plan_from_log_run",
+    "plan_from_query",
+    "query_from_plan",
+    "run_plan",
+]
+
+
+def catalogue_search(q: str, limit: int = 20) -> list[JSON]:
+    """Catalogue models matching a query (all models for an empty query)."""
+    from app.ingest.catalogue import list_models, search_models
+
+    entries = search_models(q, limit) if q.strip() else list_models()[:limit]
+    return [{"slug": e.slug, "name": e.name, "hf_id": e.hf_id, "evidence": e.evidence} for e in entries]
+
+
+def import_log(text: str, model_config: Mapping[str, object] | None = None) -> JSON:
+    """The parsed log (issue-3 JSON) plus, per run, residuals against the model when it is known."""
+    from app.logplan import bytes_per_token_from_run, catalogue_config_for, parse_log_text, residuals
+
+    parsed = parse_log_text(text)
+    for run in parsed.get("runs", []):
+        settings = run.get("settings") or {}
+        config = model_config
+        if config is None:
+            found = catalogue_config_for(settings.get("model"))
+            config = found[1] if found else None
+            run["catalogue_model"] = found[0] if found else None
+        try:
+            run["residuals"] = residuals(run, config, bytes_per_token_from_run(run))
+        except InputError as exc:
+            run["residuals"] = []
+            run.setdefault("findings", []).append({"code": "model_mismatch", "message": str(exc), "line": None})
+    return parsed
+
+
+def plan_from_log_run(
+    parsed: Mapping[str, object], run_index: int = 0, model_config: Mapping[str, object] | None = None
+) -> JSON:
+    """A plan document with the measured ranks of one run of a parsed log."""
+    from app.logplan import document_from_log
+
+    doc: JSON = {"from_log": dict(parsed), "log_run": run_index}
+    if model_config is not None:
+        doc["model"] = {"config": dict(model_config)}
+    return document_from_log(validate_plan(doc), None).model_dump(mode="json", exclude_none=True)
+
+
+def import_nvidia_smi(text: str) -> JSON:
+    from app.ingest.nvidia_smi import parse_nvidia_smi, smi_parse_to_json
+
+    return smi_parse_to_json(parse_nvidia_smi(text))
+
+
+_COMPARE_KEYS = (
+    "kv_bytes_per_token",
+    "page_bytes",
+    "blocks",
+    "tokens",
+    "raw_tokens",
+    "schedulable_tokens",
+    "concurrency_ceiling",
+    "max_concurrency_at_max_model_len",
+    "vllm_kv_cache_size_tokens",
+    "largest_max_model_len",
+    "stranded_bytes",
+)
+_RANK_KEYS = (
+    "total_bytes",
+    "free_at_start_bytes",
+    "requested_bytes",
+    "headroom_bytes",
+    "weights_bytes",
+    "non_torch_bytes",
+    "cuda_graph_bytes",
+    "activation_bytes",
+    "kv_bytes",
+    "blocks",
+    "tokens",
+)
+
+
+def _delta(a: object, b: object) -> JSON:
+    out: JSON = {"a": a, "b": b, "delta": None}
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        out["delta"] = round(b - a, 4) if isinstance(a, float) or isinstance(b, float) else b - a
+    return out
+
+
+def compare(a: Mapping[str, Any], b: Mapping[str, Any]) -> JSON:
+    """Two plan results side by side: every result and every rank row with its delta."""
+    ranks_a = {r["rank"]: r for r in a.get("ranks", [])}
+    ranks_b = {r["rank"]: r for r in b.get("ranks", [])}
+    labels = list(ranks_a) + [k for k in ranks_b if k not in ranks_a]
+    return {
+        "results": {k: _delta(a.get(k), b.get(k)) for k in _COMPARE_KEYS},
+        "binding_rank": {"a": a.get("binding_rank"), "b": b.get("binding_rank")},
+        "ranks": [
+            {
+                "rank": label,
+                "rows": {k: _delta(ranks_a.get(label, {}).get(k), ranks_b.get(label, {}).get(k)) for k in _RANK_KEYS},
+            }
+            for label in labels
+        ],
+        "flags": {"a": a.get("flags", []), "b": b.get("flags", [])},
+    }
+
+
+def kv_bytes_report(
+    config: Mapping[str, object],
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    dcp: int = 1,
+    kv_cache_dtype: str = "auto",
+    block_size: int = 16,
+    max_model_len: int | None = None,
+    max_num_batched_tokens: int | None = None,
+) -> JSON:
+    """`kvledger kv-bytes`: per-rank bytes per token, page bytes and vLLM's per-request worst case."""
+    shape = _shape(config, "config")
+    rkv = rank_kv(shape, tp=tp, pp=pp, dcp=dcp, kv_cache_dtype=kv_cache_dtype, block_size=block_size)
+    mml = max_model_len or shape.max_position_embeddings
+    if mml is None:
+        raise InputError("max_model_len", "required: the config does not state max_position_embeddings")
+    mnbt = max_num_batched_tokens or 8192
+    return {
+        "model": shape.name,
+        "tp": tp,
+        "pp": pp,
+        "dcp": dcp,
+        "kv_cache_dtype": rkv.kv_cache_dtype,
+        "layers": shape.num_layers,
+        "layers_on_rank": rkv.layers_on_rank,
+        "kv_heads": shape.num_kv_heads,
+        "kv_heads_per_rank": rkv.kv_heads_per_rank,
+        "head_dim": shape.head_dim,
+        "layer_kinds": {k: shape.layer_kinds.count(k) for k in sorted(set(shape.layer_kinds))},
+        "kv_bytes_per_token": rkv.kv_bytes_per_token,
+        "block_size": rkv.block_size,
+        "page_bytes": rkv.page_bytes,
+        "mamba_state_bytes_per_request": rkv.mamba_state_bytes_per_request,
+        "max_model_len": mml,
+        "max_num_batched_tokens": mnbt,
+        "per_request_blocks": rkv.per_request_blocks(mml, mnbt),
+        "per_request_bytes": rkv.per_request_bytes(mml, mnbt),
+        "notes": list(shape.notes),
+    }

@@ -1,0 +1,161 @@
+"""The plan document: the one validator the CLI, the API, the pages and the database share.
+
+Pydantic checks the shape and types; sizes go through `app.core.units.parse_bytes`; every
+failure becomes an `InputError` naming the dotted field path (e.g. `ranks[2].total`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+
+from app.core.errors import InputError
+from app.core.units import parse_bytes
+
+
+def _size(value: object) -> int:
+    try:
+        return parse_bytes(value, "")
+    except InputError as exc:
+        raise ValueError(exc.message) from exc
+
+
+Size = Annotated[int, BeforeValidator(_size)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelDoc(_Strict):
+    config: dict[str, Any] | None = None
+    catalogue: str | None = None
+    kv_bytes_per_token: int | None = Field(default=None, gt=0)
+    name: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelDoc:
+        given = [k for k in ("config", "catalogue", "kv_bytes_per_token") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "give exactly one of config (an HF config.json), catalogue (a model name) or kv_bytes_per_token"
+            )
+        return self
+
+
+class LayoutDoc(_Strict):
+    tp: int = Field(default=1, ge=1, le=4096)
+    pp: int = Field(default=1, ge=1, le=1024)
+    dp: int = Field(default=1, ge=1, le=65536)
+    dcp: int = Field(default=1, ge=1, le=1024)
+
+
+def _kv_dtype(value: object) -> object:
+    from app.core.kvspec import KV_CACHE_DTYPES
+
+    if isinstance(value, str) and value not in KV_CACHE_DTYPES:
+        raise ValueError(f"unknown KV cache dtype {value!r}; vLLM accepts {', '.join(KV_CACHE_DTYPES)}")
+    return value
+
+
+class EngineDoc(_Strict):
+    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
+    kv_cache_memory_bytes: Size | None = None
+    kv_cache_dtype: Annotated[str, BeforeValidator(_kv_dtype)] = "auto"
+    block_size: int = Field(default=16, ge=1, le=4096)
+    max_model_len: int | None = Field(default=None, ge=1, le=100_000_000)
+    max_num_batched_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
+    max_num_seqs: int | None = Field(default=None, ge=1, le=1_000_000)
+    enforce_eager: bool = False
+
+
+class PolicyDoc(_Strict):
+    growth_reserve: float = Field(default=0.0, ge=0, lt=1)
+    operating_reserve: Size = 0
+    avg_live_tokens: int | None = Field(default=None, ge=1)
+    free_spread_threshold: Size = 1024**3
+    activation_points: list[tuple[int, Size]] = Field(default_factory=list)
+
+
+class RankDoc(_Strict):
+    label: str | None = Field(default=None, max_length=64)
+    total: Size | None = None
+    free_at_start: Size | None = None
+    weights: Size | None = None
+    non_torch: Size | None = None
+    cuda_graphs: Size | None = None
+    activation: Size | None = None
+    kv_room: Size | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> RankDoc:
+        if self.total is None and self.kv_room is None:
+            raise ValueError("give the rank's total memory (with its rows) or its measured kv_room")
+        return self
+
+
+class GpuDoc(_Strict):
+    total: Size
+    free_at_start: Size | None = None
+    name: str | None = Field(default=None, max_length=120)
+    count: int | None = Field(default=None, ge=1, le=65536)
+
+
+class WhatIfDoc(_Strict):
+    """Knobs that change what vLLM profiles, applied as transforms to measured rows."""
+
+    tp: int | None = Field(default=None, ge=1, le=4096)
+    max_num_batched_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
+
+
+class PlanDocument(_Strict):
+    model: ModelDoc | None = None
+    layout: LayoutDoc = Field(default_factory=LayoutDoc)
+    engine: EngineDoc = Field(default_factory=EngineDoc)
+    policy: PolicyDoc = Field(default_factory=PolicyDoc)
+    ranks: list[RankDoc] | None = Field(default=None, max_length=65536)
+    gpu: GpuDoc | None = None
+    vllm_version: str | None = Field(default=None, max_length=64)
+    from_log: str | dict[str, Any] | None = None
+    log_run: int = Field(default=0, ge=0)
+    whatif: WhatIfDoc | None = None
+    title: str | None = Field(default=None, max_length=200)
+
+    @model_validator(mode="after")
+    def _has_memory(self) -> PlanDocument:
+        if self.from_log is None and not self.ranks and self.gpu is None:
+            raise ValueError("give ranks (measured rows), gpu (for estimated rows) or from_log")
+        if self.from_log is None and self.model is None:
+            raise ValueError("give model: {config: …}, {catalogue: name} or {kv_bytes_per_token: N}")
+        return self
+
+
+def _path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("function-after[_one_source()]", "function-after[_something()]", "function-after[_has_memory()]"):
+            continue
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def validate_plan(doc: object) -> PlanDocument:
+    """Validate a plan document, raising InputError with the first problem's field path."""
+    if isinstance(doc, PlanDocument):
+        return doc
+    if not isinstance(doc, Mapping):
+        raise InputError("", f"a plan document must be a JSON object, got {type(doc).__name__}")
+    try:
+        return PlanDocument.model_validate(dict(doc))
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        message = str(err["msg"]).removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            message = "unknown field (check the spelling)"
+        raise InputError(_path(loc), message) from None

@@ -1,0 +1,99 @@
+"""`kvledger` bad input: exit code 2 and one line naming the field; never a traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+
+GOOD = {
+    "model": {"kv_bytes_per_token": 131072},
+    "engine": {"max_model_len": 8192, "gpu_memory_utilization": 0.9},
+    "ranks": [
+        {"total": "80 GiB", "weights": "18 GiB", "non_torch": "4 GiB", "cuda_graphs": "3 GiB", "activation": "3 GiB"}
+    ],
+}
+
+
+def write(tmp_path: Path, obj: object, name: str = "plan.json") -> str:
+    path = tmp_path / name
+    path.write_text(obj if isinstance(obj, str) else json.dumps(obj))
+    return str(path)
+
+
+def err_line(capsys: pytest.CaptureFixture[str]) -> str:
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    assert "Traceback" not in captured.err
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field", "needle"),
+    [
+        (lambda d: d["ranks"][0].update(total="80 GiBB"), "ranks[0].total", "unknown unit"),
+        (lambda d: d["ranks"][0].update(weights="-3 GiB"), "ranks[0].weights", "negative"),
+        (lambda d: d["engine"].update(gpu_memory_utilization=1.5), "engine.gpu_memory_utilization", "less than"),
+        (lambda d: d["engine"].update(block_size="big"), "engine.block_size", "integer"),
+        (lambda d: d.update(layout={"tp": 0}), "layout.tp", "greater than"),
+        (lambda d: d["ranks"][0].update(totl="80 GiB"), "ranks[0].totl", "unknown field"),
+        (lambda d: d.update(model={}), "model", "exactly one of"),
+        (lambda d: d["engine"].pop("max_model_len"), "engine.max_model_len", "required"),
+        (lambda d: d["engine"].update(kv_cache_dtype="fp9"), "engine.kv_cache_dtype", "fp9"),
+    ],
+)
+def test_bad_plan_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str], mutate, field: str, needle: str) -> None:  # type: ignore[no-untyped-def]
+    doc = json.loads(json.dumps(GOOD))
+    mutate(doc)
+    assert main(["plan", write(tmp_path, doc), "--json"]) == 2
+    line = err_line(capsys)
+    assert field in line and needle in line, line
+
+
+def test_tp_not_dividing_heads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = json.loads((Path(__file__).parents[1] / "data" / "configs" / "llama31-8b.json").read_text())
+    doc = {"model": {"config": config}, "layout": {"tp": 3}, "gpu": {"total": "80 GiB"}}
+    assert main(["plan", write(tmp_path, doc), "--json"]) == 2
+    line = err_line(capsys)
+    assert "tp" in line and "32" in line, line
+
+
+def test_unreadable_and_invalid_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", str(tmp_path / "missing.json")]) == 2
+    assert "cannot read" in err_line(capsys)
+    assert main(["plan", str(tmp_path)]) == 2
+    assert "directory" in err_line(capsys)
+    assert main(["plan", write(tmp_path, "{not json")]) == 2
+    assert "line 1, column 2" in err_line(capsys)
+    assert main(["plan", write(tmp_path, [1, 2])]) == 2
+    assert "JSON object" in err_line(capsys)
+    assert main(["kv-bytes", write(tmp_path, "[]", "c.json")]) == 2
+    assert "JSON object" in err_line(capsys)
+
+
+def test_oversized_file_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    big = tmp_path / "big.log"
+    with big.open("wb") as fh:
+        fh.truncate(21 * 1024 * 1024)
+    assert main(["import-log", str(big)]) == 2
+    assert "larger than 20 MB" in err_line(capsys)
+
+
+def test_plan_table_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", write(tmp_path, GOOD)]) == 0
+    out = capsys.readouterr().out
+    assert "44.00 GiB" in out and "binding rank 0" in out and "--gpu-memory-utilization" in out
+
+
+def test_kv_bytes_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    config = Path(__file__).parents[1] / "data" / "configs" / "qwen3-235b-a22b-fp8.json"
+    assert main(["kv-bytes", str(config), "--tp", "8", "--max-model-len", "32768", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for key in ("kv_bytes_per_token", "kv_heads_per_rank", "page_bytes", "per_request_bytes"):
+        assert key in out
+    assert out["kv_heads_per_rank"] == 1  # 4 KV heads at TP8: replicated, not 0.5
+    assert out["kv_bytes_per_token"] == 2 * 94 * 1 * 128 * 2

@@ -1,0 +1,158 @@
+"""The worked examples of the four seed documents, run through `kvledger plan` / `kv-bytes`.
+
+Expected values are computed here from the seeds' inputs (independently of the core), and the
+seeds' printed figures are checked against them; DESIGN.md's list of slips is checked too.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.cli import main
+from app.core.padding import compare_padding
+
+GIB = 2**30
+KIB = 2**10
+DATA = Path(__file__).resolve().parent.parent / "data"
+
+
+def run_plan_cli(tmp_path: Path, doc: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(doc))
+    assert main(["plan", str(path), "--json"]) == 0
+    result: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return result
+
+
+SEED000_RANK = {
+    "total": "80 GiB",
+    "free_at_start": "79.3 GiB",
+    "weights": "18 GiB",
+    "non_torch": "4 GiB",
+    "cuda_graphs": "3 GiB",
+    "activation": "3 GiB",
+}
+
+
+def seed000_doc(ranks: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "model": {"kv_bytes_per_token": 128 * KIB},
+        "layout": {"tp": len(ranks)},
+        "engine": {
+            "gpu_memory_utilization": 0.9,
+            "max_model_len": 8192,
+            "max_num_batched_tokens": 8192,
+            "max_num_seqs": 256,
+        },
+        "policy": {"growth_reserve": 0.08, "operating_reserve": "0.9 GiB", "avg_live_tokens": 12000},
+        "ranks": ranks,
+    }
+
+
+def test_seed000_single_rank(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_plan_cli(tmp_path, seed000_doc([SEED000_RANK]), capsys)
+    rank = result["ranks"][0]
+    assert rank["requested_bytes"] == 72 * GIB
+    assert rank["headroom_bytes"] == 8 * GIB
+    assert rank["kv_bytes"] == (72 - 18 - 4 - 3 - 3) * GIB == 44 * GIB
+    assert result["kv_bytes_per_token"] == 131072
+    assert result["raw_tokens"] == 44 * GIB // (128 * KIB) == 360_448
+    assert result["tokens"] == 360_448
+    assert result["schedulable_tokens"] == 331_612  # floor(360,448 × 0.92)
+    assert result["concurrency_ceiling"] == 27  # floor(331,612 / 12,000)
+    assert result["binding_limit"] == "kv_blocks"
+    # conservation: rows + kv + headroom = total
+    rows = sum(rank[k] for k in ("weights_bytes", "non_torch_bytes", "cuda_graph_bytes", "activation_bytes"))
+    assert rows + rank["kv_bytes"] + rank["headroom_bytes"] == rank["total_bytes"]
+    assert rank["sources"]["kv_bytes"] == "measured"
+
+
+def test_seed000_min_rank_binds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ranks = [dict(SEED000_RANK), dict(SEED000_RANK), {"kv_room": "42 GiB"}, dict(SEED000_RANK)]
+    result = run_plan_cli(tmp_path, seed000_doc(ranks), capsys)
+    assert result["binding_rank"] == "2"
+    assert result["tokens"] == 42 * GIB // (128 * KIB)
+    assert [r["stranded_bytes"] for r in result["ranks"]] == [2 * GIB, 2 * GIB, 0, 2 * GIB]
+    assert result["stranded_bytes"] == 6 * GIB
+    # four ranks do not make 4 × 360,448 tokens
+    assert result["tokens"] < 360_448
+
+
+def test_seed000_preflight(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    low = dict(SEED000_RANK, free_at_start="71.3 GiB")
+    result = run_plan_cli(tmp_path, seed000_doc([dict(SEED000_RANK), dict(SEED000_RANK), low]), capsys)
+    assert [r["will_start"] for r in result["ranks"]] == [True, True, False]
+    messages = [w["message"] for w in result["warnings"] if w["code"] == "free_below_requested"]
+    assert messages == ["rank 2 will not start: 71.30 GiB free at start, 72.00 GiB requested"]
+    assert result["will_start"] is False
+
+
+def test_seed001_uniform_budget(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rooms = ["18.8 GiB", "17.6 GiB", "12.9 GiB", "16.4 GiB"]
+    doc = {
+        "model": {"kv_bytes_per_token": 256 * KIB},
+        "layout": {"tp": 4},
+        "engine": {"max_model_len": 8192, "max_num_batched_tokens": 8192, "max_num_seqs": 256},
+        "policy": {"operating_reserve": "0.9 GiB"},
+        "ranks": [{"kv_room": r} for r in rooms],
+    }
+    result = run_plan_cli(tmp_path, doc, capsys)
+    ub = result["uniform_budget"]
+    page = 16 * 256 * KIB
+    safe = [round(x * GIB) - round(0.9 * GIB) for x in (18.8, 17.6, 12.9, 16.4)]
+    expected = min(safe) // page * page
+    assert ub["kv_cache_memory_bytes"] == expected == 12 * GIB
+    assert ub["flag"] == f"--kv-cache-memory-bytes {12 * GIB}"
+    assert ub["stranded_bytes"] == sum(s - expected for s in safe)
+    assert round(ub["stranded_bytes"] / GIB, 1) == 14.1
+    assert ub["tokens"] == 49_152
+    assert ub["concurrency_at_max_model_len"] == 6
+    assert ub["binding_rank"] == "2"
+    assert ub["min_bytes"] == min(safe) and ub["max_bytes"] == max(safe)
+    assert ub["min_over_median"] == pytest.approx(min(safe) / ((safe[1] + safe[3]) / 2))
+    assert [round(r["stranded_bytes"] / GIB, 1) for r in ub["ranks"]] == [5.9, 4.7, 0.0, 3.5]
+
+
+def test_seed002_decimal_gb_budget(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = {
+        "model": {"kv_bytes_per_token": 2 * 32 * 8 * 128 * 2},
+        "engine": {"gpu_memory_utilization": 0.9, "max_model_len": 8192},
+        "ranks": [{"total": "24 GB", "weights": "16.06 GB", "non_torch": "1.8 GB"}],
+    }
+    result = run_plan_cli(tmp_path, doc, capsys)
+    assert result["kv_bytes_per_token"] == 131_072
+    assert result["ranks"][0]["kv_bytes"] == 3_740_000_000
+    assert result["raw_tokens"] == 28_533
+    assert result["blocks"] == 1_783
+    assert result["tokens"] == 1_783 * 16
+
+
+def test_seed002_padding() -> None:
+    # 32 requests from 120 to 7,900 tokens holding about 44,000 tokens between them
+    lengths = [120, 7900] + [1199] * 29 + [1209]
+    cmp = compare_padding(lengths)
+    assert cmp.padded_slots == 32 * 7900 == 252_800
+    assert cmp.real_tokens == 44_000
+    assert round(cmp.padded_waste_factor, 1) == 5.7
+    assert -(-120 // 16) == 8 and -(-7900 // 16) == 494
+    assert cmp.paged_waste_fraction < 0.01
+
+
+def test_seed003_llama70b_per_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    config = DATA / "configs" / "llama31-70b.json"
+    assert main(["kv-bytes", str(config), "--json"]) == 0
+    tp1 = json.loads(capsys.readouterr().out)
+    assert tp1["kv_bytes_per_token"] == 2 * 80 * 8 * 128 * 2 == 327_680
+    assert main(["kv-bytes", str(config), "--tp", "4", "--max-model-len", "8192", "--json"]) == 0
+    tp4 = json.loads(capsys.readouterr().out)
+    assert tp4["kv_bytes_per_token"] == 81_920
+    assert tp4["kv_heads_per_rank"] == 2
+    # the slip: 81,920 B × 8,192 tokens is 640 MiB, not "655.36 MB"; 100 of them are 62.5 GiB
+    assert tp4["per_request_bytes"] == 671_088_640 == 640 * 2**20
+    assert 100 * tp4["per_request_bytes"] == 62.5 * GIB
+    # "131,072 blocks per GPU" cannot fit an 80 GB card at 81,920 B/token
+    assert 131_072 * tp4["page_bytes"] > 80 * GIB
