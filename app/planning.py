@@ -8,6 +8,7 @@ the core and returns the JSON contract. Errors are `InputError`s naming the fiel
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Mapping
@@ -18,7 +19,7 @@ from app.core.errors import InputError
 from app.core.estimates import EstimateContext, estimate_ranks
 from app.core.kvspec import rank_kv
 from app.core.ledger import Cell, RankInput
-from app.core.plan import Engine, Layout, ModelInput, PlanInput, Policy, compute
+from app.core.plan import Engine, Layout, ModelInput, PlanInput, PlanResult, Policy, compute
 from app.core.report import result_to_dict
 from app.core.shape import ModelShape, shape_from_config
 from app.core.versions import CURRENT_VLLM, batch_defaults, rules_for
@@ -193,10 +194,30 @@ def run_plan(doc: object, read_log: LogReader | None = None, with_levers: bool =
         result = compute(plan)
     except InputError as exc:
         raise exc.under("engine") if exc.field in ("kv_cache_dtype", "block_size") else exc from None
-    lever_json = [_lever_json(lv) for lv in levers(plan, allowed_tp_for(plan, 16))] if with_levers else []
+    tps = allowed_tp_for(plan)
+    lever_json = [_lever_json(lv) for lv in levers(lever_plan(result), tps)] if with_levers else []
     out = result_to_dict(result, lever_json)
-    out["allowed_tp"] = list(allowed_tp_for(plan))
+    out["allowed_tp"] = list(tps)
     return out
+
+
+def _total_bytes(rank: RankInput) -> int:
+    return rank.total.bytes if rank.total is not None else 0
+
+
+def lever_plan(result: PlanResult, keep: int = 8) -> PlanInput:
+    """The plan reduced to the ranks that can bind under a knob change, for pricing levers fast.
+
+    A knob moves every rank's KV by the same amount (or in proportion to its total memory), so
+    only the ranks with the least KV — and the one with the least total memory — can bind.
+    """
+    plan = result.plan
+    if len(plan.ranks) <= 2 * keep:
+        return plan
+    order = sorted(range(len(plan.ranks)), key=lambda i: result.ledgers[i].kv.bytes)[:keep]
+    smallest = min(range(len(plan.ranks)), key=lambda i: _total_bytes(plan.ranks[i]))
+    chosen = sorted({*order, smallest})
+    return replace(plan, ranks=tuple(plan.ranks[i] for i in chosen))
 
 
 def allowed_tp(doc: object) -> list[int]:

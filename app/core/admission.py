@@ -15,7 +15,7 @@ from fractions import Fraction
 from app.core.kvspec import RankKV
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AdmissionPolicy:
     max_model_len: int
     max_num_batched_tokens: int
@@ -25,7 +25,7 @@ class AdmissionPolicy:
     kv_size_is_derived: bool = True
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RankAdmission:
     label: str
     kv_bytes: int
@@ -36,7 +36,7 @@ class RankAdmission:
     binding: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Admission:
     ranks: tuple[RankAdmission, ...]
     binding_rank: str | None
@@ -71,22 +71,28 @@ def schedulable(tokens: int, growth_reserve: float) -> int:
 
 def admit(kv_by_rank: tuple[tuple[str, int], ...], rkv: RankKV, policy: AdmissionPolicy) -> Admission:
     """Blocks and tokens per rank, the binding rank, and the group's admission limits."""
-    blocks_by_rank = [(label, kv, rkv.blocks_for(max(0, kv))) for label, kv in kv_by_rank]
-    if blocks_by_rank:
-        binding_label, min_kv, min_blocks = min(blocks_by_rank, key=lambda r: (r[2], r[1]))
-    else:
-        binding_label, min_kv, min_blocks = None, 0, 0
+    blocks_for, tokens_for = rkv.blocks_for, rkv.tokens_for_blocks
+    blocks_by_rank = [(label, kv, blocks_for(kv)) for label, kv in kv_by_rank]
+    binding_label: str | None = None
+    min_kv = min_blocks = 0
+    for label, kv, blocks in blocks_by_rank:
+        if binding_label is None or blocks < min_blocks or (blocks == min_blocks and kv < min_kv):
+            binding_label, min_kv, min_blocks = label, kv, blocks
+    floor_kv = max(0, min_kv)
+    per_token = rkv.kv_bytes_per_token
     ranks = tuple(
-        RankAdmission(
-            label=label,
-            kv_bytes=kv,
-            blocks=blocks,
-            tokens=rkv.tokens_for_blocks(blocks),
-            raw_tokens=raw_tokens(kv, rkv),
-            stranded_bytes=max(0, kv - max(0, min_kv)),
-            binding=label == binding_label,
-        )
-        for label, kv, blocks in blocks_by_rank
+        [
+            RankAdmission(
+                label,
+                kv,
+                blocks,
+                tokens_for(blocks),
+                (kv // per_token if kv > 0 else 0) if per_token > 0 else None,
+                kv - floor_kv if kv > floor_kv else 0,
+                label == binding_label,
+            )
+            for label, kv, blocks in blocks_by_rank
+        ]
     )
     tokens = rkv.tokens_for_blocks(min_blocks)
     sched = schedulable(tokens, policy.growth_reserve)

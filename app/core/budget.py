@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from app.core.kvspec import RankKV
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RankBudget:
     label: str
     room_bytes: int
@@ -21,7 +21,7 @@ class RankBudget:
     stranded_bytes: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class UniformBudget:
     kv_cache_memory_bytes: int
     blocks: int
@@ -45,7 +45,9 @@ def uniform_budget(rooms: tuple[tuple[str, int], ...], reserve_bytes: int, rkv: 
     page = rkv.page_bytes
     uniform = max(0, min_safe) // page * page if page > 0 else max(0, min_safe)
     blocks = rkv.blocks_for(uniform)
-    ranks = tuple(RankBudget(label, room, safe, max(0, safe - uniform)) for label, room, safe in safes)
+    ranks = tuple(
+        [RankBudget(label, room, safe, safe - uniform if safe > uniform else 0) for label, room, safe in safes]
+    )
     values = [s for _, _, s in safes]
     median = statistics.median(values)
     return UniformBudget(

@@ -19,7 +19,6 @@ Every cell carries where it came from: measured (log, nvidia-smi, user entry), e
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
@@ -30,7 +29,7 @@ Source = Literal["measured", "estimated", "derived", "default"]
 ROW_NAMES = ("weights", "non_torch", "cuda_graphs", "activation")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Cell:
     """One ledger value in bytes and where it came from."""
 
@@ -39,7 +38,7 @@ class Cell:
     note: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RankInput:
     """What is known about one rank before the ledger is worked out."""
 
@@ -53,22 +52,56 @@ class RankInput:
     kv_room: Cell | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RankLedger:
-    """The worked-out ledger of one rank."""
+    """The worked-out ledger of one rank: its inputs, the budget it was given, and its KV."""
 
-    label: str
-    total: Cell | None
-    free_at_start: Cell | None
-    requested: Cell | None
-    headroom: Cell | None
-    weights: Cell | None
-    non_torch: Cell | None
-    cuda_graphs: Cell | None
-    activation: Cell | None
+    inp: RankInput
+    requested_bytes: int | None
     kv: Cell
     will_start: bool
     problems: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def label(self) -> str:
+        return self.inp.label
+
+    @property
+    def total(self) -> Cell | None:
+        return self.inp.total
+
+    @property
+    def free_at_start(self) -> Cell | None:
+        return self.inp.free_at_start
+
+    @property
+    def weights(self) -> Cell | None:
+        return self.inp.weights
+
+    @property
+    def non_torch(self) -> Cell | None:
+        return self.inp.non_torch
+
+    @property
+    def cuda_graphs(self) -> Cell | None:
+        return self.inp.cuda_graphs
+
+    @property
+    def activation(self) -> Cell | None:
+        return self.inp.activation
+
+    @property
+    def requested(self) -> Cell | None:
+        if self.requested_bytes is None or self.inp.total is None:
+            return None
+        return Cell(self.requested_bytes, _source_of(self.inp.total), "total × gpu_memory_utilization")
+
+    @property
+    def headroom(self) -> Cell | None:
+        if self.requested_bytes is None or self.inp.total is None:
+            return None
+        source = _source_of(self.inp.total)
+        return Cell(self.inp.total.bytes - self.requested_bytes, source, "total − requested (outside the budget)")
 
     def rows(self) -> dict[str, Cell | None]:
         return {
@@ -84,7 +117,7 @@ class RankLedger:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LedgerRules:
     """The engine settings and version rules a ledger is worked out under."""
 
@@ -95,14 +128,28 @@ class LedgerRules:
     kv_cache_memory_bytes: int | None = None
     operating_reserve_bytes: int = 0
 
+    @property
+    def utilization_ratio(self) -> tuple[int, int]:
+        """gpu_memory_utilization as an exact decimal fraction (numerator, denominator)."""
+        return Fraction(repr(self.gpu_memory_utilization)).as_integer_ratio()
+
 
 def requested_bytes(total: int, utilization: float, ceil: bool = True) -> int:
     """total × utilization, computed on the decimal value the user wrote (no float noise)."""
-    exact = total * Fraction(repr(utilization))
-    return math.ceil(exact) if ceil else math.floor(exact)
+    num, den = Fraction(repr(utilization)).as_integer_ratio()
+    return _requested(total, num, den, ceil)
+
+
+def _requested(total: int, num: int, den: int, ceil: bool) -> int:
+    return -(-total * num // den) if ceil else total * num // den
 
 
 def _source_of(*cells: Cell | None) -> Source:
+    for c in cells:
+        if c is not None and c.source != "measured":
+            break
+    else:
+        return "measured"
     sources = {c.source for c in cells if c is not None}
     if sources <= {"measured"}:
         return "measured"
@@ -110,60 +157,52 @@ def _source_of(*cells: Cell | None) -> Source:
 
 
 def _sum(cells: tuple[Cell | None, ...]) -> int:
-    return sum(c.bytes for c in cells if c is not None)
+    total = 0
+    for c in cells:
+        if c is not None:
+            total += c.bytes
+    return total
 
 
-def work_out_rank(inp: RankInput, rules: LedgerRules) -> RankLedger:
+def work_out_rank(inp: RankInput, rules: LedgerRules, ratio: tuple[int, int] | None = None) -> RankLedger:
     """The ledger of one rank under the given rules."""
-    requested = headroom = None
-    if inp.total is not None and rules.kv_cache_memory_bytes is None:
-        req = requested_bytes(inp.total.bytes, rules.gpu_memory_utilization, rules.requested_is_ceil)
-        requested = Cell(req, _source_of(inp.total), "total × gpu_memory_utilization")
-        headroom = Cell(inp.total.bytes - req, requested.source, "total − requested (outside the budget)")
-    graphs = inp.cuda_graphs if rules.cuda_graphs_in_budget else None
-    inside = (inp.weights, inp.non_torch, inp.activation, graphs)
+    requested: int | None = None
+    total = inp.total
+    if total is not None and rules.kv_cache_memory_bytes is None:
+        num, den = ratio or rules.utilization_ratio
+        requested = _requested(total.bytes, num, den, rules.requested_is_ceil)
     problems: list[tuple[str, str]] = []
     if rules.kv_cache_memory_bytes is not None:
         kv = Cell(rules.kv_cache_memory_bytes, "measured", "--kv-cache-memory-bytes (manual)")
         problems += _manual_fit(inp, rules)
     elif inp.kv_room is not None:
         kv = inp.kv_room
-    elif requested is not None:
-        kv_bytes = requested.bytes - _sum(inside)
-        kv = Cell(kv_bytes, _source_of(requested, *inside), "requested − weights − non_torch − graphs − activation")
+    elif requested is not None and total is not None:
+        graphs = inp.cuda_graphs if rules.cuda_graphs_in_budget else None
+        inside = (inp.weights, inp.non_torch, inp.activation, graphs)
+        kv_bytes = requested - _sum(inside)
+        kv = Cell(kv_bytes, _source_of(total, *inside), "requested − weights − non_torch − graphs − activation")
     else:
         kv = Cell(0, "default", "no total memory or KV room given")
         problems.append(("no_memory", f"rank {inp.label}: neither total memory nor KV room is known"))
-    problems += _preflight(inp, requested, headroom, kv, rules)
-    fatal = {"free_below_requested", "no_kv_memory", "manual_does_not_fit", "no_memory"}
-    return RankLedger(
-        label=inp.label,
-        total=inp.total,
-        free_at_start=inp.free_at_start,
-        requested=requested,
-        headroom=headroom,
-        weights=inp.weights,
-        non_torch=inp.non_torch,
-        cuda_graphs=inp.cuda_graphs,
-        activation=inp.activation,
-        kv=kv,
-        will_start=not any(code in fatal for code, _ in problems),
-        problems=tuple(problems),
-    )
+    problems += _preflight(inp, requested, kv, rules)
+    will_start = not any(code in _FATAL for code, _ in problems) if problems else True
+    return RankLedger(inp, requested, kv, will_start, tuple(problems))
 
 
-def _preflight(
-    inp: RankInput, requested: Cell | None, headroom: Cell | None, kv: Cell, rules: LedgerRules
-) -> list[tuple[str, str]]:
+_FATAL = frozenset({"free_below_requested", "no_kv_memory", "manual_does_not_fit", "no_memory"})
+
+
+def _preflight(inp: RankInput, requested: int | None, kv: Cell, rules: LedgerRules) -> list[tuple[str, str]]:
     """vLLM's start-up refusals for one rank, as results with plain-words reasons."""
     out: list[tuple[str, str]] = []
     free = inp.free_at_start
-    if requested is not None and rules.free_memory_preflight and free is not None and free.bytes < requested.bytes:
+    if requested is not None and rules.free_memory_preflight and free is not None and free.bytes < requested:
         out.append(
             (
                 "free_below_requested",
                 f"rank {inp.label} will not start: {fmt_bytes(free.bytes)} free at start, "
-                f"{fmt_bytes(requested.bytes)} requested",
+                f"{fmt_bytes(requested)} requested",
             )
         )
     if kv.bytes <= 0 and rules.kv_cache_memory_bytes is None:
@@ -173,18 +212,14 @@ def _preflight(
                 f"rank {inp.label} will not start: no memory left for KV cache blocks ({fmt_bytes(kv.bytes)})",
             )
         )
-    graphs = inp.cuda_graphs
-    if (
-        not rules.cuda_graphs_in_budget
-        and graphs is not None
-        and headroom is not None
-        and graphs.bytes > headroom.bytes
-    ):
+    graphs, total = inp.cuda_graphs, inp.total
+    headroom = None if requested is None or total is None else total.bytes - requested
+    if not rules.cuda_graphs_in_budget and graphs is not None and headroom is not None and graphs.bytes > headroom:
         out.append(
             (
                 "graphs_exceed_headroom",
                 f"rank {inp.label}: CUDA graphs ({fmt_bytes(graphs.bytes)}) are captured outside the "
-                f"budget and do not fit the {fmt_bytes(headroom.bytes)} headroom",
+                f"budget and do not fit the {fmt_bytes(headroom)} headroom",
             )
         )
     return out
@@ -211,4 +246,5 @@ def _manual_fit(inp: RankInput, rules: LedgerRules) -> list[tuple[str, str]]:
 
 
 def work_out(ranks: tuple[RankInput, ...], rules: LedgerRules) -> tuple[RankLedger, ...]:
-    return tuple(work_out_rank(r, rules) for r in ranks)
+    ratio = rules.utilization_ratio
+    return tuple(work_out_rank(r, rules, ratio) for r in ranks)

@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from app.core.errors import InputError
-from app.core.estimates import activation_slope, non_torch_bytes
+from app.core.estimates import EstimateContext, activation_slope, non_torch_bytes
 from app.core.ledger import Cell, RankInput
-from app.core.plan import Engine, PlanInput, compute
+from app.core.plan import PlanInput, compute
 from app.core.versions import rules_for
 
 
@@ -129,7 +129,6 @@ def _reshard_rank(plan: PlanInput, new_plan: PlanInput, rank: RankInput, index: 
     non_torch = rank.non_torch
     if non_torch is not None and plan.model.shape is not None and (old == 1) != (tp == 1):
         rules = rules_for(plan.vllm_version)
-        from app.core.estimates import EstimateContext
 
         def nt(t: int) -> int:
             ctx = EstimateContext(
@@ -199,7 +198,3 @@ def levers(plan: PlanInput, allowed_tp: tuple[int, ...] = ()) -> tuple[Lever, ..
             continue
         out.append(Lever(knob, change, base, after, after - base))
     return tuple(sorted(out, key=lambda lv: -lv.tokens_gained))
-
-
-def with_engine(plan: PlanInput, engine: Engine) -> PlanInput:
-    return replace(plan, engine=engine)

@@ -1,0 +1,84 @@
+"""Capacity-engine benchmarks: a 1,024-rank plan (128 nodes × 8 GPUs) and a kv-bytes call.
+
+Run: .venv/bin/python bench/bench_core.py   (prints a Markdown block; bench/run.sh records it)
+Targets (issue 2): the plan under 5 ms, kv-bytes under 1 ms. Timings are the median of many
+repetitions taken in one process, so a noisy shared machine moves them less.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from app.core.plan import compute
+from app.core.report import result_to_dict
+from app.planning import build_plan, kv_bytes_report, run_plan
+from app.schemas import validate_plan
+
+GIB = 2**30
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def timed(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
+    """(median, p90) wall time in milliseconds."""
+    for _ in range(3):
+        fn()
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - start) * 1e3)
+    samples.sort()
+    return statistics.median(samples), samples[int(len(samples) * 0.9)]
+
+
+def measured_1024() -> dict[str, Any]:
+    config = json.loads((ROOT / "tests" / "data" / "configs" / "llama31-70b.json").read_text())
+    ranks = [
+        {
+            "label": f"n{i // 8}-gpu{i % 8}",
+            "total": 80 * GIB,
+            "free_at_start": 79 * GIB - (i % 13) * 2**24,
+            "weights": 35 * GIB,
+            "non_torch": GIB + (i % 5) * 2**20,
+            "cuda_graphs": GIB,
+            "activation": 3 * GIB + (i % 7) * 2**22,
+        }
+        for i in range(1024)
+    ]
+    return {
+        "model": {"config": config},
+        "layout": {"tp": 8, "dp": 128},
+        "engine": {"gpu_memory_utilization": 0.9, "max_model_len": 8192},
+        "policy": {"growth_reserve": 0.08, "operating_reserve": "0.9 GiB", "avg_live_tokens": 4000},
+        "ranks": ranks,
+    }
+
+
+def main() -> None:
+    doc = measured_1024()
+    plan = build_plan(validate_plan(doc))
+    compute_ms = timed(lambda: compute(plan), 200)
+    result = compute(plan)
+    json_ms = timed(lambda: result_to_dict(result), 100)
+    full_ms = timed(lambda: run_plan(doc), 20)
+    config = json.loads((ROOT / "tests" / "data" / "configs" / "qwen3-235b-a22b-fp8.json").read_text())
+    kv_ms = timed(lambda: kv_bytes_report(config, tp=8, max_model_len=32768), 2000)
+    rows = [
+        ("1,024-rank plan: compute (core)", compute_ms, "< 5 ms"),
+        ("1,024-rank plan: JSON result", json_ms, ""),
+        ("1,024-rank plan: validate + compute + levers + JSON", full_ms, ""),
+        ("kv-bytes (config → shape → per-rank KV → worst case)", kv_ms, "< 1 ms"),
+    ]
+    print("| benchmark | median ms | p90 ms | target |")
+    print("| --- | --- | --- | --- |")
+    for name, (median, p90), target in rows:
+        print(f"| {name} | {median:.3f} | {p90:.3f} | {target} |")
+
+
+if __name__ == "__main__":
+    main()
