@@ -381,5 +381,5 @@ def kv_bytes_report(
         "max_num_batched_tokens": mnbt,
         "per_request_blocks": rkv.per_request_blocks(mml, mnbt),
         "per_request_bytes": rkv.per_request_bytes(mml, mnbt),
-        "notes": list(shape.notes),
+        "notes": [*shape.notes, *rkv.notes],
     }

@@ -262,5 +262,5 @@ def result_to_dict(result: PlanResult, levers: list[JSON] | None = None) -> JSON
         "warnings": [{"code": w.code, "message": w.message, "rank": w.rank} for w in result.warnings],
         "explain": explain(result),
         "levers": levers if levers is not None else [],
-        "notes": list(plan.notes),
+        "notes": [*plan.notes, *rkv.notes],
     }
