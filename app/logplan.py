@@ -10,6 +10,7 @@ tokens are recomputed from the parsed KV bytes and compared with the logged figu
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -156,41 +157,112 @@ def bytes_per_token_from_run(run: Mapping[str, Any]) -> int | None:
     return min(kv_values) // (blocks * block_size)
 
 
-def residuals(run: Mapping[str, Any], config: Mapping[str, object] | None, per_token: int | None = None) -> list[JSON]:
-    """Blocks recomputed from each rank's parsed KV bytes against the logged figures."""
-    settings: Mapping[str, Any] = run.get("settings") or {}
+def residuals(run: Mapping[str, Any], config: Mapping[str, object] | None, per_token: int | None = None) -> JSON:
+    """Blocks and tokens recomputed from each rank's parsed KV bytes, against the logged figures.
+
+    Rank by rank where the log states a rank's own figure (per-worker lines of v0.8.2–v0.11.0),
+    and for the engine: the minimum recomputed block count against the block count vLLM used.
+    A logged block count that cannot fit the stated KV memory becomes a finding.
+    """
+    rkv = _rkv_for_run(run, config, per_token)
+    if rkv is None:
+        return {
+            "ranks": [],
+            "engine": None,
+            "findings": [],
+            "basis": "the log does not name a catalogue model: supply its config.json for residuals",
+        }
     engine: Mapping[str, Any] = run.get("engine") or {}
-    block_size = _as_int(engine.get("block_size")) or _as_int(settings.get("block_size")) or 16
-    rkv: RankKV
-    if config is not None:
-        rkv = rank_kv(
-            shape_from_config(config),
-            tp=_as_int(settings.get("tensor_parallel_size")) or 1,
-            pp=_as_int(settings.get("pipeline_parallel_size")) or 1,
-            kv_cache_dtype=str(settings.get("kv_cache_dtype") or "auto"),
-            block_size=block_size,
-        )
-    elif per_token:
-        rkv = rank_kv_uniform(per_token, block_size)
-    else:
-        return []
     logged_engine = _as_int(engine.get("num_gpu_blocks"))
-    out = []
+    logged_tokens = _as_int(engine.get("kv_tokens"))
+    if logged_engine is None and logged_tokens is not None and rkv.block_size > 0:
+        logged_engine = logged_tokens // rkv.block_size * rkv.n_groups
+    ranks, findings = [], []
     for rec in run.get("ranks") or []:
         kv = _as_int(rec.get("kv_bytes")) if isinstance(rec, Mapping) else None
         if kv is None:
             continue
         computed = rkv.blocks_for(kv)
-        logged = _as_int(rec.get("num_gpu_blocks")) or logged_engine
-        out.append(
+        own = _as_int(rec.get("num_gpu_blocks"))
+        if own is None and _as_int(rec.get("kv_tokens")) is not None and rkv.block_size > 0:
+            own = (_as_int(rec.get("kv_tokens")) or 0) // rkv.block_size * rkv.n_groups
+        tol = _as_int((rec.get("tolerance") or {}).get("kv_bytes")) or 0
+        ranks.append(
             {
                 "rank": rec.get("rank"),
                 "kv_bytes": kv,
                 "computed_blocks": computed,
-                "logged_blocks": logged,
-                "residual_blocks": None if logged is None else computed - logged,
                 "computed_tokens": rkv.tokens_for_blocks(computed),
-                "page_bytes": rkv.page_bytes,
+                "logged_blocks": own,
+                "residual_blocks": None if own is None else computed - own,
+                "tolerance_blocks": -(-tol * rkv.n_groups // max(1, rkv.page_bytes)) + 1 if tol else 0,
             }
         )
-    return out
+        if own is not None and own * rkv.page_bytes // max(1, rkv.group_size) > kv + rkv.page_bytes:
+            findings.append(_overfull(rec.get("rank"), own, kv, rkv.page_bytes))
+    engine_json = None
+    if ranks:
+        computed_min = min(r["computed_blocks"] for r in ranks)
+        tol_blocks = max(r["tolerance_blocks"] for r in ranks)
+        residual = None if logged_engine is None else computed_min - logged_engine
+        engine_json = {
+            "computed_blocks": computed_min,
+            "computed_tokens": rkv.tokens_for_blocks(computed_min),
+            "logged_blocks": logged_engine,
+            "residual_blocks": residual,
+            "tolerance_blocks": tol_blocks,
+            "within_printed_precision": None if residual is None else abs(residual) <= tol_blocks,
+        }
+        min_kv = min(r["kv_bytes"] for r in ranks)
+        if (
+            logged_engine is not None
+            and logged_engine * rkv.page_bytes // max(1, rkv.group_size) > min_kv + rkv.page_bytes
+        ):
+            findings.append(_overfull("engine", logged_engine, min_kv, rkv.page_bytes))
+    return {
+        "ranks": ranks,
+        "engine": engine_json,
+        "findings": findings,
+        "page_bytes": rkv.page_bytes,
+        "block_size": rkv.block_size,
+        "kv_bytes_per_token": rkv.kv_bytes_per_token,
+    }
+
+
+def tp_from_ranks(run: Mapping[str, Any]) -> int | None:
+    """The TP degree implied by worker prefixes (Worker_TP7… → at least 8) when the log does not state it."""
+    best = None
+    for rec in run.get("ranks") or []:
+        label = str(rec.get("rank") or "") if isinstance(rec, Mapping) else ""
+        match = re.search(r"TP(\d+)", label)
+        if match:
+            best = max(best or 0, int(match.group(1)) + 1)
+    return best
+
+
+def _overfull(rank: object, blocks: int, kv: int, page: int) -> JSON:
+    return {
+        "code": "blocks_exceed_memory",
+        "message": f"{rank}: the log states {blocks:,} blocks, which need {blocks * page:,} B at {page:,} B per block, "
+        f"but only {kv:,} B of KV memory is stated — the log contradicts itself or the model/layout is not what "
+        "it seems",
+        "line": None,
+        "rank": rank,
+    }
+
+
+def _rkv_for_run(run: Mapping[str, Any], config: Mapping[str, object] | None, per_token: int | None) -> RankKV | None:
+    settings: Mapping[str, Any] = run.get("settings") or {}
+    engine: Mapping[str, Any] = run.get("engine") or {}
+    block_size = _as_int(engine.get("block_size")) or _as_int(settings.get("block_size")) or 16
+    if config is not None:
+        return rank_kv(
+            shape_from_config(config),
+            tp=_as_int(settings.get("tensor_parallel_size")) or tp_from_ranks(run) or 1,
+            pp=_as_int(settings.get("pipeline_parallel_size")) or 1,
+            kv_cache_dtype=str(settings.get("kv_cache_dtype") or "auto"),
+            block_size=block_size,
+        )
+    if per_token:
+        return rank_kv_uniform(per_token, block_size)
+    return None

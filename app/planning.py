@@ -8,7 +8,6 @@ the core and returns the JSON contract. Errors are `InputError`s naming the fiel
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 from collections.abc import Callable, Mapping
@@ -51,7 +50,13 @@ def resolve_model(doc: PlanDocument) -> ModelInput:
     config = spec.config or {}
     sha = hashlib.sha256(json.dumps(config, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     name = spec.name or _str(config.get("_name_or_path"))
-    return ModelInput(shape=_shape(config, "model.config"), name=name, source="config", sha256=sha)
+    return ModelInput(
+        shape=_shape(config, "model.config"),
+        name=name,
+        source="config",
+        sha256=sha,
+        multimodal="vision_config" in config,
+    )
 
 
 def _str(value: object) -> str | None:
@@ -264,10 +269,13 @@ def import_log(text: str, model_config: Mapping[str, object] | None = None) -> J
             config = found[1] if found else None
             run["catalogue_model"] = found[0] if found else None
         try:
-            run["residuals"] = residuals(run, config, bytes_per_token_from_run(run))
+            res = residuals(run, config)
         except InputError as exc:
-            run["residuals"] = []
+            res = {"ranks": [], "engine": None, "findings": []}
             run.setdefault("findings", []).append({"code": "model_mismatch", "message": str(exc), "line": None})
+        run["residuals"] = res
+        run["implied_kv_bytes_per_token"] = bytes_per_token_from_run(run)
+        run.setdefault("findings", []).extend(res["findings"])
     return parsed
 
 
