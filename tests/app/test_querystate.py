@@ -1,0 +1,79 @@
+"""The what-if URL: query → plan document → query is stable, and defaults are dropped."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from app.core.errors import InputError
+from app.planning import run_plan
+from app.querystate import field_for_path, plan_from_query, query_from_plan
+
+params = st.fixed_dictionaries(
+    {},
+    optional={
+        "model": st.sampled_from(["llama-3.1-70b", "qwen3-32b", "Llama-3.1-8B"]),
+        "gpu_total": st.sampled_from(["80GiB", "40 GiB", "141 GB", "24GiB"]),
+        "ranks": st.integers(1, 64).map(str),
+        "tp": st.sampled_from(["1", "2", "4", "8"]),
+        "util": st.floats(0.5, 0.98).map(lambda f: repr(round(f, 3))),
+        "kv_dtype": st.sampled_from(["auto", "fp8", "bfloat16"]),
+        "block_size": st.sampled_from(["16", "32", "64"]),
+        "max_model_len": st.integers(1024, 131072).map(str),
+        "mnbt": st.integers(512, 32768).map(str),
+        "max_num_seqs": st.integers(1, 1024).map(str),
+        "growth": st.sampled_from(["0", "0.05", "0.08"]),
+        "reserve": st.sampled_from(["0", "0.9GiB", "512 MiB"]),
+        "live": st.integers(100, 50000).map(str),
+        "vllm": st.sampled_from(["0.10.2", "0.21.0", "0.27.1"]),
+    },
+)
+
+
+@given(params)
+def test_round_trip_is_stable(query: dict[str, str]) -> None:
+    doc = plan_from_query(query)
+    canonical = query_from_plan(doc)
+    assert query_from_plan(plan_from_query(canonical)) == canonical
+    assert plan_from_query(canonical) == plan_from_query(query_from_plan(plan_from_query(canonical)))
+
+
+def test_defaults_dropped_and_values_canonical() -> None:
+    q = {
+        "model": "llama-3.1-8b",
+        "gpu_total": "80 GiB",
+        "tp": "1",
+        "kv_dtype": "auto",
+        "util": "0.90",
+        "reserve": "1024 MiB",
+    }
+    assert query_from_plan(plan_from_query(q)) == {"util": "0.9", "reserve": "1GiB"}
+
+
+def test_measured_base_routes_profiled_knobs_to_whatif() -> None:
+    base = {
+        "model": {"kv_bytes_per_token": 131072},
+        "engine": {"max_model_len": 8192},
+        "ranks": [{"total": "80 GiB", "weights": "18 GiB"}],
+    }
+    doc = plan_from_query({"tp": "2", "mnbt": "4096", "util": "0.8", "gpu_total": "40GiB"}, base_doc=base)
+    assert doc["whatif"] == {"tp": 2, "max_num_batched_tokens": 4096}
+    assert "gpu" not in doc and doc["engine"]["gpu_memory_utilization"] == 0.8
+    assert query_from_plan(doc, base) == {"mnbt": "4096", "tp": "2", "util": "0.8"}
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [("tp", "two"), ("util", "nan"), ("gpu_total", "80 parsecs"), ("model", "no-such-model")]
+)
+def test_bad_values_name_the_key(key: str, value: str) -> None:
+    with pytest.raises(InputError) as err:
+        canonical = plan_from_query({key: value})
+        run_plan(canonical)
+    assert err.value.field in (key, "model.catalogue")
+
+
+def test_field_for_path() -> None:
+    assert field_for_path("engine.gpu_memory_utilization") == "util"
+    assert field_for_path("whatif.max_num_batched_tokens") == "mnbt"
+    assert field_for_path("ranks[3].total") is None
