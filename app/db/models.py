@@ -1,0 +1,149 @@
+"""SQLAlchemy 2 typed models. The Alembic migrations own the schema; these must match them
+(a test runs ``alembic check``).
+
+Ledgers and saved plans are append-only: the repository offers no update, and the
+migrations add a trigger that refuses UPDATE on ``ledger``, ``ledger_rank`` and ``saved_plan``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Date,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+# Tables that refuse UPDATE at the database level (see migrations 0003).
+APPEND_ONLY_TABLES = ("ledger", "ledger_rank", "saved_plan")
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Deployment(Base):
+    """A named series of ledgers: one model on one layout and hardware."""
+
+    __tablename__ = "deployment"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    slug: Mapped[str] = mapped_column(String(100), unique=True)
+    name: Mapped[str] = mapped_column(String(200))
+    model: Mapped[str] = mapped_column(String(300))
+    layout: Mapped[str] = mapped_column(Text)
+    hardware: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    ledgers: Mapped[list[Ledger]] = relationship(back_populates="deployment")
+
+
+class Ledger(Base):
+    """An immutable snapshot of measured per-rank rows with its evidence."""
+
+    __tablename__ = "ledger"
+    __table_args__ = (Index("ix_ledger_deployment_id_created_at", "deployment_id", "created_at", "id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    deployment_id: Mapped[int] = mapped_column(ForeignKey("deployment.id"))
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    captured_at: Mapped[dt.date | None] = mapped_column(Date)
+    note: Mapped[str] = mapped_column(Text, default="")
+    # Evidence: what produced these numbers.
+    vllm_version: Mapped[str | None] = mapped_column(String(100))
+    vllm_commit: Mapped[str | None] = mapped_column(String(100))
+    model_id: Mapped[str | None] = mapped_column(String(300))
+    model_revision: Mapped[str | None] = mapped_column(String(100))
+    config_sha256: Mapped[str | None] = mapped_column(String(64))
+    quantization: Mapped[str | None] = mapped_column(String(100))
+    kv_cache_dtype: Mapped[str | None] = mapped_column(String(50))
+    block_size: Mapped[int | None] = mapped_column(Integer)
+    tp: Mapped[int | None] = mapped_column(Integer)
+    pp: Mapped[int | None] = mapped_column(Integer)
+    dp: Mapped[int | None] = mapped_column(Integer)
+    ep: Mapped[int | None] = mapped_column(Integer)
+    gpu_type: Mapped[str | None] = mapped_column(String(200))
+    driver_version: Mapped[str | None] = mapped_column(String(100))
+    cuda_version: Mapped[str | None] = mapped_column(String(100))
+    torch_version: Mapped[str | None] = mapped_column(String(100))
+    graph_mode: Mapped[str | None] = mapped_column(String(100))
+    max_num_batched_tokens: Mapped[int | None] = mapped_column(Integer)
+    gpu_memory_utilization: Mapped[float | None] = mapped_column(Float)
+    kv_cache_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    # The log the numbers came from, capped (head and tail kept; see repository.cap_source_log).
+    source_log: Mapped[str | None] = mapped_column(Text, deferred=True)
+    source_log_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    source_log_truncated: Mapped[bool] = mapped_column(Boolean, default=False)
+
+    deployment: Mapped[Deployment] = relationship(back_populates="ledgers")
+    ranks: Mapped[list[LedgerRank]] = relationship(
+        back_populates="ledger", order_by="LedgerRank.ordinal", cascade="all, delete-orphan"
+    )
+
+
+class LedgerRank(Base):
+    """One rank's measured rows in a ledger (bytes are integers; NULL where unknown)."""
+
+    __tablename__ = "ledger_rank"
+    __table_args__ = (
+        UniqueConstraint("ledger_id", "ordinal"),
+        UniqueConstraint("ledger_id", "rank"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    ledger_id: Mapped[int] = mapped_column(ForeignKey("ledger.id", ondelete="CASCADE"))
+    rank: Mapped[str] = mapped_column(String(100))
+    ordinal: Mapped[int] = mapped_column(Integer)
+    total_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    free_at_start_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    requested_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    weights_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    non_torch_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    cuda_graph_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    activation_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    kv_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    num_gpu_blocks: Mapped[int | None] = mapped_column(BigInteger)
+    kv_tokens: Mapped[int | None] = mapped_column(BigInteger)
+
+    ledger: Mapped[Ledger] = relationship(back_populates="ranks")
+
+
+class SavedPlan(Base):
+    """A plan document with the summary the core computed for it. Never updated: an edit is a
+    new row whose ``parent_id`` points at the version it came from."""
+
+    __tablename__ = "saved_plan"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    slug: Mapped[str] = mapped_column(String(64), unique=True)
+    parent_id: Mapped[int | None] = mapped_column(ForeignKey("saved_plan.id"), index=True)
+    title: Mapped[str] = mapped_column(String(300), default="")
+    document: Mapped[Any] = mapped_column(JSON)
+    summary: Mapped[Any] = mapped_column(JSON)
+    core_version: Mapped[str] = mapped_column(String(50))
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
