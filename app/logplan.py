@@ -118,8 +118,9 @@ def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) 
         engine["enforce_eager"] = bool(settings["enforce_eager"])
     data["engine"] = engine
     layout: JSON = dict(data.get("layout") or {})
+    inferred = {"tp": tp_from_ranks(run)}
     for key, src in (("tp", "tensor_parallel_size"), ("pp", "pipeline_parallel_size"), ("dp", "data_parallel_size")):
-        value = _as_int(settings.get(src))
+        value = _as_int(settings.get(src)) or inferred.get(key)
         if value and key not in doc.layout.model_fields_set:
             layout[key] = value
     data["layout"] = layout
@@ -198,7 +199,7 @@ def residuals(run: Mapping[str, Any], config: Mapping[str, object] | None, per_t
                 "tolerance_blocks": -(-tol * rkv.n_groups // max(1, rkv.page_bytes)) + 1 if tol else 0,
             }
         )
-        if own is not None and own * rkv.page_bytes // max(1, rkv.group_size) > kv + rkv.page_bytes:
+        if own is not None and own * rkv.page_bytes > kv + rkv.page_bytes:
             findings.append(_overfull(rec.get("rank"), own, kv, rkv.page_bytes))
     engine_json = None
     if ranks:
@@ -216,7 +217,7 @@ def residuals(run: Mapping[str, Any], config: Mapping[str, object] | None, per_t
         min_kv = min(r["kv_bytes"] for r in ranks)
         if (
             logged_engine is not None
-            and logged_engine * rkv.page_bytes // max(1, rkv.group_size) > min_kv + rkv.page_bytes
+            and logged_engine * rkv.page_bytes > min_kv + rkv.page_bytes
         ):
             findings.append(_overfull("engine", logged_engine, min_kv, rkv.page_bytes))
     return {

@@ -1,0 +1,74 @@
+"""A vLLM startup log becomes a measured plan; residuals against the model; contradictions found."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+from app.ingest.catalogue import get_model
+from app.planning import import_log, plan_from_log_run, run_plan
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+LOG14 = DATA / "vllm-logs" / "14-v0102-qwen3-235b-a22b-fp8-8xl40s-tp8-ep.log"
+
+
+def test_plan_from_log_file_reproduces_engine_blocks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = {"from_log": str(LOG14), "model": {"catalogue": "Qwen3-235B-A22B-FP8"}, "layout": {"tp": 8}}
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(doc))
+    assert main(["plan", str(path), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert len(result["ranks"]) == 8
+    assert result["blocks"] == 14834  # "num_gpu_blocks is: 14834" in the log
+    assert result["tokens"] == 14834 * 16
+    assert result["max_concurrency_at_max_model_len"] == pytest.approx(7.24, abs=0.005)
+    assert all(r["sources"]["kv_bytes"] == "measured" for r in result["ranks"])
+    # the excerpt does not state the version: the current release's rules apply, and say so
+    assert result["vllm_version"]
+
+
+def test_api_refuses_file_paths() -> None:
+    from app.core.errors import InputError
+
+    with pytest.raises(InputError) as err:
+        run_plan({"from_log": "/etc/passwd", "model": {"kv_bytes_per_token": 1}})
+    assert err.value.field == "from_log" and "command line" in err.value.message
+
+
+def test_plan_from_parsed_run_with_catalogue_model() -> None:
+    parsed = import_log(LOG14.read_text(encoding="utf-8"), get_model("Qwen3-235B-A22B-FP8").config_dict())
+    doc = plan_from_log_run(parsed, 0, get_model("Qwen3-235B-A22B-FP8").config_dict())
+    assert len(doc["ranks"]) == 8 and doc["layout"]["tp"] == 8
+    result = run_plan(doc)
+    assert result["blocks"] == 14834
+    engine = parsed["runs"][0]["residuals"]["engine"]
+    assert engine["residual_blocks"] == 0 and engine["within_printed_precision"] is True
+
+
+SELF_CONTRADICTING = """\
+INFO 01-14 12:36:51 worker.py:241] Memory profiling results: total_gpu_memory=79.15GiB \
+initial_memory_usage=36.30GiB peak_torch_memory=41.05GiB memory_usage_post_profile=36.60GiB \
+non_torch_memory=0.55GiB kv_cache_size=29.44GiB gpu_memory_utilization=0.90
+INFO 01-14 12:36:52 distributed_gpu_executor.py:57] # GPU blocks: 131072, # CPU blocks: 3276
+"""
+
+
+def test_seed003_block_count_that_cannot_fit_is_a_finding() -> None:
+    # seed 003: "131,072 blocks per GPU" for Llama-3-70B at TP4 (81,920 B/token) on an 80 GB card
+    config = get_model("Llama-3.1-70B").config_dict()
+    parsed = import_log(SELF_CONTRADICTING, None)
+    run = parsed["runs"][0]
+    run["settings"]["tensor_parallel_size"] = 4
+    from app.logplan import residuals
+
+    res = residuals(run, config)
+    codes = [f["code"] for f in res["findings"]]
+    assert "blocks_exceed_memory" in codes
+    assert res["engine"]["logged_blocks"] == 131072
+    assert (
+        res["engine"]["computed_blocks"] == int(29.44 * 2**30) // (16 * 81920)
+        or abs(res["engine"]["computed_blocks"] - int(29.44 * 2**30) // (16 * 81920)) <= 1
+    )
