@@ -23,7 +23,7 @@ def config(name: str) -> dict[str, object]:
 
 
 def measured_rank(label: str = "0", **rows: int) -> RankInput:
-    return RankInput(label, **{k: Cell(v, "measured") for k, v in rows.items()})  # type: ignore[arg-type]
+    return RankInput(label, **{k: Cell(v, "measured") for k, v in rows.items()})
 
 
 def test_utilization_moves_kv_one_for_one() -> None:
