@@ -1,0 +1,292 @@
+"""Extractors for settings, versions, run markers and start-up errors.
+
+Sources (VLLM-NOTES §1.10, §2.1, §6):
+- engine config line `Initializing a V1 LLM engine (v%s) with config: model=…, dtype=…,
+  max_seq_len=…, tensor_parallel_size=…` (vllm/v1/engine/core.py; V0 `Initializing an LLM engine`
+  in vllm/engine/llm_engine.py), `vLLM API server version %s` (entrypoints/openai/api_server.py),
+  `non-default args: {…}` (entrypoints/utils.py), `Using max model len %d`, `Setting attention
+  block size to %d tokens` (platforms/interface.py:650), `Setting kv cache block size to %d`,
+  `Chunked prefill is enabled with max_num_batched_tokens=%d`.
+- start-up errors: V0 `The model's max seq len (%d) is larger than the maximum number of tokens
+  that can be stored in KV cache (%d)` (worker/worker.py raise_if_cache_size_invalid), V1 `To
+  serve at least one request with the models's max seq len (%d), (%s GiB KV cache is needed …
+  (%s GiB). Based on the available memory, the estimated maximum model length is %d`
+  (v1/core/kv_cache_utils.py:717ff; typo "models's" until 2026-05-15), `No available memory for
+  the cache blocks` (kv_cache_utils.py:691); the free-memory error lives in vllm_log_lines.
+- `init engine (profile, create kv cache, warmup model) took %.2f s` (v1/engine/core.py),
+  `Auto-fit max_model_len: reduced from %d to %d` (kv_cache_utils.py).
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+
+from app.ingest.vllm_log_lines import CINT, INT, Fact, N, count, seconds, size
+from app.ingest.vllm_log_model import Value
+
+_VERSION = r"([0-9][\w.+\-]{0,40})"
+_API_VERSION = re.compile(r"vLLM API server version " + _VERSION)
+_ENGINE_VERSION = re.compile(r"LLM engine \(v" + _VERSION + r"\) with config: ")
+_CONFIG = re.compile(r"with config: ")
+_KEY = re.compile(r"([A-Za-z_]\w{0,60})=")
+
+_CONFIG_INT = {
+    "max_seq_len": "max_model_len",
+    "tensor_parallel_size": "tensor_parallel_size",
+    "pipeline_parallel_size": "pipeline_parallel_size",
+    "data_parallel_size": "data_parallel_size",
+    "seed": "seed",
+}
+_CONFIG_STR = {
+    "model": "model",
+    "dtype": "dtype",
+    "quantization": "quantization",
+    "kv_cache_dtype": "kv_cache_dtype",
+    "served_model_name": "served_model_name",
+}
+_CONFIG_BOOL = {"enforce_eager": "enforce_eager", "enable_prefix_caching": "enable_prefix_caching"}
+
+
+def _read_value(s: str, i: int) -> tuple[str, int]:
+    """Read one top-level value starting at s[i]; return it and the index after it."""
+    n = len(s)
+    if i < n and s[i] in "'\"":
+        q = s[i]
+        j = s.find(q, i + 1)
+        j = n if j < 0 else j
+        return s[i + 1 : j], j + 1
+    depth = 0
+    j = i
+    while j < n:
+        c = s[j]
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == "," and depth <= 0:
+            break
+        j += 1
+    return s[i:j].strip(), j
+
+
+def config_pairs(s: str) -> dict[str, str]:
+    """Top-level `key=value` pairs of an engine-config line (values may nest brackets)."""
+    out: dict[str, str] = {}
+    i, n = 0, min(len(s), 30000)
+    s = s[:n]
+    while i < n:
+        m = _KEY.match(s, i)
+        if m is None:
+            j = s.find(", ", i)
+            if j < 0:
+                break
+            i = j + 2
+            continue
+        value, i = _read_value(s, m.end())
+        out.setdefault(m[1], value)
+        while i < n and s[i] in ", ":
+            i += 1
+    return out
+
+
+def _setting(name: str, raw: str, pos: int) -> Fact | None:
+    printed = f"{name}={raw}"
+    if raw in ("None", ""):
+        return None
+    if name in _CONFIG_INT:
+        return (
+            Fact("settings", _CONFIG_INT[name], int(raw), printed, 0, pos) if raw.isdigit() and len(raw) < 16 else None
+        )
+    if name in _CONFIG_BOOL:
+        return (
+            Fact("settings", _CONFIG_BOOL[name], raw == "True", printed, 0, pos) if raw in ("True", "False") else None
+        )
+    value = raw[6:] if name == "dtype" and raw.startswith("torch.") else raw
+    return Fact("settings", _CONFIG_STR[name], value, printed, 0, pos)
+
+
+def engine_config(seg: str) -> list[Fact]:
+    out: list[Fact] = []
+    m = _CONFIG.search(seg)
+    if m is None:
+        return out
+    p = m.start()
+    out.append(Fact("mark", "config", True, pos=p))
+    v = _ENGINE_VERSION.search(seg, max(0, p - 80))
+    if v:
+        out.append(Fact("version", "engine config line", v[1], pos=p))
+    pairs = config_pairs(seg[m.end() :])
+    if "version" in pairs:
+        out.append(Fact("version", "engine config version=", pairs["version"].strip("v"), pos=p))
+    for name, raw in pairs.items():
+        if name in _CONFIG_INT or name in _CONFIG_STR or name in _CONFIG_BOOL:
+            if name == "quantization" and raw == "None":
+                out.append(Fact("settings", "quantization", "none", "quantization=None", 0, p))
+                continue
+            f = _setting(name, raw, p)
+            if f is not None:
+                out.append(f)
+    return out
+
+
+def api_version(seg: str) -> list[Fact]:
+    out: list[Fact] = []
+    for m in _API_VERSION.finditer(seg):
+        out.append(Fact("mark", "api_version", True, pos=m.start()))
+        out.append(Fact("version", "API server", m[1], pos=m.start()))
+    return out
+
+
+# ---------------------------------------------------------------- non-default args
+_ARGS = re.compile(r"non-default args: (\{.{0,20000}\})")
+_ARG_PAIR = re.compile(r"'(\w{1,60})': ('[^']{0,500}'|[\w.+\-]{1,60})")
+_ARG_SETTINGS = {
+    "model": "model",
+    "model_tag": "model",
+    "gpu_memory_utilization": "gpu_memory_utilization",
+    "max_model_len": "max_model_len",
+    "tensor_parallel_size": "tensor_parallel_size",
+    "pipeline_parallel_size": "pipeline_parallel_size",
+    "data_parallel_size": "data_parallel_size",
+    "kv_cache_dtype": "kv_cache_dtype",
+    "block_size": "block_size",
+    "max_num_batched_tokens": "max_num_batched_tokens",
+    "enforce_eager": "enforce_eager",
+    "quantization": "quantization",
+    "kv_cache_memory_bytes": "kv_cache_memory_bytes",
+    "max_num_seqs": "max_num_seqs",
+    "enable_prefix_caching": "enable_prefix_caching",
+    "dtype": "dtype",
+    "enable_expert_parallel": "enable_expert_parallel",
+    "num_gpu_blocks_override": "num_gpu_blocks_override",
+}
+
+
+def _plain(v: object) -> Value | None:
+    if isinstance(v, float) and not math.isfinite(v):
+        return repr(v)
+    if v is None or isinstance(v, (bool, int, float, str)):
+        if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 2**63:
+            return str(v)
+        return v
+    return repr(v)[:500]
+
+
+def _literal_dict(text: str) -> dict[str, Value | None]:
+    try:
+        parsed = ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        parsed = None
+    if isinstance(parsed, dict):
+        return {str(k): _plain(v) for k, v in parsed.items()}
+    out: dict[str, Value | None] = {}
+    for m in _ARG_PAIR.finditer(text):
+        raw = m[2]
+        val: Value | None
+        if raw.startswith("'"):
+            val = raw[1:-1]
+        elif raw in ("True", "False"):
+            val = raw == "True"
+        elif raw == "None":
+            val = None
+        else:
+            try:
+                val = int(raw) if raw.lstrip("-").isdigit() else float(raw)
+            except ValueError:
+                val = raw
+        out.setdefault(m[1], val)
+    return out
+
+
+def non_default_args(seg: str) -> list[Fact]:
+    m = _ARGS.search(seg)
+    if m is None:
+        return []
+    p = m.start()
+    args = _literal_dict(m[1])
+    out = [Fact("mark", "args", True, pos=p), Fact("args", "non_default_args", "", pos=p, numbers=tuple(args.items()))]
+    for key, value in args.items():
+        name = _ARG_SETTINGS.get(key)
+        if name is None or value is None or (name == "model" and key == "model_tag" and "model" in args):
+            continue
+        if isinstance(value, float) and value != value:
+            continue
+        out.append(Fact("settings", name, value, f"{key}={value!r}", 0, p))
+    return out
+
+
+# ---------------------------------------------------------------- simple settings
+_MML = re.compile(r"Using max model len " + INT)
+_ATTN_BLOCK = re.compile(r"Setting (?:attention|kv cache) block size to " + INT)
+_CHUNKED = re.compile(r"max_num_batched_tokens=" + INT)
+_AUTO_FIT = re.compile(r"Auto-fit max_model_len: reduced from " + INT + " to " + INT)
+
+
+def simple_settings(seg: str) -> list[Fact]:
+    out: list[Fact] = []
+    for m in _MML.finditer(seg):
+        out.append(count("settings", "max_model_len", m[1], m.start()))
+    for m in _ATTN_BLOCK.finditer(seg):
+        out.append(count("settings", "block_size", m[1], m.start()))
+        out.append(count("engine", "block_size", m[1], m.start()))
+    if "Chunked prefill" in seg:
+        for m in _CHUNKED.finditer(seg):
+            out.append(count("settings", "max_num_batched_tokens", m[1], m.start()))
+    for m in _AUTO_FIT.finditer(seg):
+        out.append(count("settings", "max_model_len", m[2], m.start()))
+        msg = f"vLLM reduced max_model_len from {m[1]} to {m[2]} to fit the available KV cache memory"
+        nums = (("max_model_len_requested", int(m[1])), ("max_model_len", int(m[2])))
+        out.append(Fact("note", "auto_fit_max_model_len", msg, m[0], 0, m.start(), numbers=nums))
+    return out
+
+
+# ---------------------------------------------------------------- start-up errors
+_V0_MSL = re.compile(
+    r"max seq len \(" + INT + r"\) is larger than the maximum number of tokens that can be stored in "
+    r"KV cache \(" + CINT + r"\)"
+)
+_V1_MSL = re.compile(
+    r"max seq len \(" + INT + r"\),? \(?" + N + r" ?GiB KV cache is needed, which is larger than the "
+    r"available KV cache memory \(" + N + r" ?GiB\)"
+)
+_EST = re.compile(r"[Ee]stimated maximum model length is " + INT)
+_NO_MEM = re.compile(r"No available memory for the cache blocks")
+_INIT = re.compile(r"init engine \(profile, create kv cache, warmup model\) took " + N + r" ?s")
+
+
+def errors(seg: str) -> list[Fact]:
+    out: list[Fact] = []
+    for m in _V0_MSL.finditer(seg):
+        p = m.start()
+        tokens = count("engine", "kv_tokens", m[2], p)
+        out.append(count("settings", "max_model_len", m[1], p))
+        out.append(tokens)
+        msg = f"vLLM refused to start: max_model_len {m[1]} is larger than the {m[2]} tokens the KV cache can hold"
+        nums = (("max_model_len", int(m[1])), ("kv_tokens", tokens.value))
+        out.append(Fact("error", "max_seq_len_exceeds_kv", msg, m[0], 0, p, numbers=nums))
+    for m in _V1_MSL.finditer(seg):
+        p = m.start()
+        needed = size("finding", "needed_kv_bytes", m[2], "GiB", p)
+        avail = size("finding", "available_kv_bytes", m[3], "GiB", p)
+        est = _EST.search(seg, m.end(), m.end() + 400)
+        nums2: list[tuple[str, Value | None]] = [
+            ("max_model_len", int(m[1])),
+            ("needed_kv_bytes", needed.value),
+            ("available_kv_bytes", avail.value),
+            ("estimated_max_model_len", int(est[1]) if est else None),
+        ]
+        out.append(count("settings", "max_model_len", m[1], p))
+        msg = (
+            f"vLLM refused to start: one request of max_model_len {m[1]} needs {m[2]} GiB of KV cache but "
+            f"only {m[3]} GiB is available" + (f"; the largest model length that fits is about {est[1]}" if est else "")
+        )
+        out.append(Fact("error", "max_seq_len_exceeds_kv", msg, m[0], 0, p, numbers=tuple(nums2)))
+    for m in _NO_MEM.finditer(seg):
+        msg = "vLLM refused to start: no memory is left for KV cache blocks after weights and activations"
+        out.append(Fact("error", "no_kv_memory", msg, m[0], 0, m.start()))
+    for m in _INIT.finditer(seg):
+        out.append(seconds("engine", "init_seconds", m[1], m.start()))
+        out.append(Fact("mark", "init_done", True, pos=m.start()))
+    return out

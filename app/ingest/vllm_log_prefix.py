@@ -1,0 +1,132 @@
+"""Who printed a line: rank identity from the process prefixes in front of a message.
+
+Prefixes (VLLM-NOTES §1.11; vllm/utils/system_utils.py:201 `_add_prefix`, `decorate_logs`):
+`(VllmWorkerProcess pid=N)` (V0 mp; driver unprefixed), `(RayWorkerWrapper pid=N[, ip=A])`,
+`(VllmWorker rank=N pid=M)` (V1 v0.7–v0.10.0), `(VllmWorker TP0 pid=…)` (≈v0.10.1),
+`(Worker_TP1_EP1 pid=…)`, `(Worker_PP1_TP0 …)`, `(Worker pid=…)` (v0.10.2+), `(EngineCore_DP0
+pid=…)`, `(EngineCore pid=…)` (#36822, ≈v0.18+), `(APIServer pid=…)`, Ray Serve nesting. They may
+be nested, glued (two writers), cut at the front or wrapped in ANSI colour codes.
+
+The identity of a message is the last prefix before it (innermost / the writer whose text
+follows); an outer `EngineCore_N`/`EngineCore_DPn` contributes its DP index. No prefix → the
+driver (V0 rank 0, or a user-stripped log).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_TOKEN = re.compile(
+    r"\(?(?P<name>[A-Za-z_][\w:.\-=]{0,80}(?: [A-Za-z_][\w:.\-=]{0,40}){0,3}?)? ?pid=(?P<pid>\d{1,10})"
+    r"(?:, ?ip=(?P<ip>[\w.:\-]{1,64}))?\)"
+)
+_PARALLEL = re.compile(r"(?:^|[_ ])(DP|PP|TP|DCP|PCP|EP)(\d{1,5})(?=$|[_ ])")
+_RANK = re.compile(r"\brank=(\d{1,6})")
+_DP_OF_ENGINE = re.compile(r"EngineCore_(?:DP)?(\d{1,5})")
+
+_WINDOW = 400
+_LEVEL = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d ")
+WORKER = "worker"
+ENGINE = "engine"
+API = "api"
+DRIVER = "driver"
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    label: str
+    pid: int | None
+    ip: str | None
+    process: str | None
+    kind: str  # worker | engine | api | driver
+    parallel: tuple[tuple[str, int], ...]
+
+
+DRIVER_ID = Identity("driver", None, None, None, DRIVER, ())
+_CACHE: dict[str, Identity] = {}
+
+
+def _from_token(name: str, pid: int, ip: str | None, outer_dp: str | None) -> Identity:
+    base = name.split(" ", 1)[0] if name else ""
+    parallel = [(k, int(v)) for k, v in _PARALLEL.findall(name)]
+    if base.startswith("EngineCore"):
+        return Identity(base, pid, ip, name, ENGINE, tuple(parallel))
+    if base.startswith("APIServer"):
+        return Identity(base, pid, ip, name, API, ())
+    rank = _RANK.search(name)
+    if outer_dp is not None and not any(k == "DP" for k, _ in parallel):
+        parallel.insert(0, ("DP", int(outer_dp)))
+    if rank is not None:
+        dp = [f"DP{v}_" for k, v in parallel if k == "DP"]
+        label = f"{''.join(dp)}rank={rank[1]}"
+        parallel.append(("rank", int(rank[1])))
+    elif parallel:
+        label = "_".join(f"{k}{v}" for k, v in parallel)
+    elif base in ("Worker", "VllmWorker", "RayWorkerProc"):
+        label = base
+    else:
+        label = f"pid={pid}" + (f" ip={ip}" if ip else "")
+    return Identity(label, pid, ip, name or None, WORKER, tuple(parallel))
+
+
+def identity_before(seg: str, pos: int) -> Identity:
+    """The identity of the message at seg[pos:], from the prefixes in seg[:pos]."""
+    floor = max(0, pos - _WINDOW)  # prefixes sit right before the message: never scan further back
+    header = -1  # the `LEVEL mm-dd` header of the record the message belongs to, if printed
+    for h in _LEVEL.finditer(seg, floor, pos):
+        header = h.start()
+    limit = pos if header < 0 else header
+    q = seg.rfind("pid=", floor, limit)
+    if q < 0:
+        return DRIVER_ID
+    start = max(seg.rfind("(", floor, q), seg.rfind(")", floor, q) + 1, floor)
+    end = seg.find(")", q, limit)
+    if end < 0 or (header >= 0 and seg[end + 1 : header].strip()):
+        return DRIVER_ID  # no prefix right before this record's header: it was printed unprefixed
+    token = seg[start : end + 1]
+    outer = seg.rfind("EngineCore", max(0, start - 120), start)
+    key = token if outer < 0 else seg[outer:start] + token
+    cached = _CACHE.get(key)
+    if cached is not None:
+        return cached
+    m = _TOKEN.search(token)
+    if m is None:
+        ident = DRIVER_ID
+    else:
+        dp = _DP_OF_ENGINE.match(seg, outer) if outer >= 0 else None
+        ident = _from_token((m["name"] or "").strip(), int(m["pid"]), m["ip"], dp[1] if dp else None)
+    if len(_CACHE) > 4096:
+        _CACHE.clear()
+    _CACHE[key] = ident
+    return ident
+
+
+_CLUES: dict[str, tuple[str, str, str] | None] = {}
+
+
+def prefix_clue(ident: Identity) -> tuple[str, str, str] | None:
+    """Version evidence from the prefix style: (basis, min, max_exclusive)."""
+    name = ident.process or ""
+    if name in _CLUES:
+        return _CLUES[name]
+    clue = _prefix_clue(name)
+    if len(_CLUES) < 4096:
+        _CLUES[name] = clue
+    return clue
+
+
+def _prefix_clue(name: str) -> tuple[str, str, str] | None:
+    if name.startswith("VllmWorkerProcess"):
+        return ("V0 '(VllmWorkerProcess pid=N)' prefix", "", "0.11.0")
+    if name.startswith("VllmWorker rank="):
+        return ("'(VllmWorker rank=N pid=M)' prefix", "0.7.0", "0.10.1")
+    if name.startswith("VllmWorker "):
+        return ("'(VllmWorker TPn pid=M)' prefix", "0.10.1", "0.10.2")
+    if name.startswith("Worker"):
+        return ("'(Worker_… pid=N)' prefix", "0.10.2", "")
+    if name == "EngineCore":
+        return ("'(EngineCore pid=N)' prefix without DP index (#36822)", "0.18.0", "")
+    if name.startswith("EngineCore_DP"):
+        return ("'(EngineCore_DPn pid=N)' prefix", "0.10.2", "")
+    return None

@@ -1,0 +1,191 @@
+"""Fold facts into runs: which engine start a fact belongs to, which rank, and what wins.
+
+Theory of operation. Facts arrive in text order, each with the identity of the process that
+printed it. A run (one engine start) is open until:
+- an engine-config line, an `API server version` line or a `non-default args` line arrives
+  while the open run already has its own such line or any memory figure → a new run;
+- a start-up error closes the run; the next fact starts a new one (the same error repeated by
+  another process of the same traceback is dropped; the same error raised by another rank with
+  other numbers joins the closed run);
+- a rank that already reported a start-of-sizing figure (weights, V0 profile, available KV)
+  reports it again after the engine printed its KV figures, or a rank label reappears with a
+  new pid → the engine restarted: a new run.
+Within a rank, a field stated twice keeps the more precise statement (smaller tolerance; the
+other goes to `also`); two statements that disagree beyond their tolerances give a finding.
+Engine figures printed several times (v0.8.2–v0.11.0 print one pre-min pair per worker) resolve
+to the minimum; `num_gpu_blocks is: N` / `num_gpu_blocks_override` win over printed blocks.
+"""
+
+from __future__ import annotations
+
+from app.ingest.vllm_log_finish import RankAcc, RunAcc, finish_run
+from app.ingest.vllm_log_lines import Fact
+from app.ingest.vllm_log_model import Finding, Run, Stated
+from app.ingest.vllm_log_prefix import API, DRIVER, ENGINE, WORKER, Identity, prefix_clue
+
+_ENGINE_DONE = ("kv_tokens", "num_gpu_blocks", "max_concurrency", "num_gpu_blocks_final")
+_MIN_FIELDS = ("kv_tokens", "max_concurrency", "num_gpu_blocks")
+
+
+def _stated(f: Fact, line: int) -> Stated:
+    return Stated(f.value, line, f.printed, f.tol)
+
+
+def _numeric(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+class RunBuilder:
+    """Accumulates facts into runs; `runs()` returns the finished, frozen runs."""
+
+    def __init__(self) -> None:
+        self._done: list[RunAcc] = []
+        self._cur = RunAcc(1, 1)
+
+    # ------------------------------------------------------------ run boundaries
+    def _new_run(self, line: int) -> None:
+        self._done.append(self._cur)
+        self._cur = RunAcc(line, line)
+
+    def _splits(self, f: Fact, ident: Identity) -> bool:
+        cur = self._cur
+        if cur.closed_code is not None:
+            return f.scope != "clue"
+        if f.scope == "mark":
+            if f.field == "config":
+                return "config" in cur.marks or cur.has_memory
+            if f.field in ("api_version", "args"):
+                return f.field in cur.marks or "config" in cur.marks or cur.has_memory
+            return False
+        if f.scope != "rank":
+            return False
+        acc = cur.ranks.get(ident.label)
+        if acc is None:
+            return False
+        if ident.kind != DRIVER and ident.pid is not None and acc.ident.pid not in (None, ident.pid):
+            return True
+        if f.starts and f.field in acc.fields:
+            return "init_done" in cur.marks or any(k in cur.engine for k in _ENGINE_DONE)
+        return False
+
+    def add_group(self, facts: list[Fact], ident: Identity, line: int) -> None:
+        """Facts of one message match, printed by `ident` on `line`."""
+        cur = self._cur
+        same = cur.closed_code is not None and any(f.scope == "error" and f.field == cur.closed_code for f in facts)
+        if same:
+            # the start-up error of this run again: re-raised by another process of the same traceback
+            # (dropped), or raised by another rank with its own numbers (kept, in the same run)
+            seen = {(x.code, x.message) for x in cur.findings}
+            if any(f.scope == "error" and (f.field, str(f.value)) in seen for f in facts):
+                return
+        for f in facts:
+            if not same and self._splits(f, ident):
+                self._new_run(line)
+            self._apply(f, ident, line)
+        clue = prefix_clue(ident)
+        if clue is not None and clue[0] not in self._cur.clues:
+            self._cur.clues[clue[0]] = (clue[1], clue[2], line)
+
+    def note_repeated(self, times: int) -> None:
+        self._cur.repeated += times
+
+    def add_clue(self, basis: str, lo: str, hi: str, line: int) -> None:
+        self._cur.clues.setdefault(basis, (lo, hi, line))
+        if "log header" in basis:
+            self._cur.header_seen = True
+
+    def header_seen(self) -> bool:
+        """Whether the open run already has its log-header style (one regex per run, not per line)."""
+        return self._cur.header_seen
+
+    # ------------------------------------------------------------ applying facts
+    def _rank(self, ident: Identity, line: int) -> RankAcc:
+        acc = self._cur.ranks.get(ident.label)
+        if acc is None:
+            acc = self._cur.ranks[ident.label] = RankAcc(ident, line)
+        elif acc.ident.pid is None and ident.pid is not None:
+            acc.ident = ident
+        return acc
+
+    def _put(
+        self, owner: str, fields: dict[str, Stated], also: dict[str, list[Stated]], new: Stated, name: str
+    ) -> None:
+        old = fields.get(name)
+        if old is None:
+            fields[name] = new
+            return
+        if old.value == new.value and old.printed == new.printed:
+            return
+        if _numeric(old.value) and _numeric(new.value):
+            diff = abs(float(old.value) - float(new.value))
+            if diff > float(old.tolerance) + float(new.tolerance) and (owner, name) not in self._cur.conflicts:
+                self._cur.conflicts.add((owner, name))
+                self._cur.findings.append(
+                    Finding(
+                        "inconsistent_value",
+                        f"rank {owner} states {name} twice with different values: {old.printed} (line {old.line}) "
+                        f"and {new.printed} (line {new.line}); the more precise one is kept",
+                        new.line,
+                        "warning",
+                        {"field": name, "first": old.value, "second": new.value},
+                    )
+                )
+        if float(new.tolerance) < float(old.tolerance):
+            fields[name] = new
+            also.setdefault(name, []).append(old)
+        else:
+            also.setdefault(name, []).append(new)
+
+    def _apply(self, f: Fact, ident: Identity, line: int) -> None:
+        cur = self._cur
+        cur.last_line = max(cur.last_line, line)
+        scope = f.scope
+        if scope == "rank":
+            if ident.kind == API:
+                return  # the API server re-raises a worker's error; it measures no GPU itself
+            acc = self._rank(ident, line)
+            self._put(acc.ident.label, acc.fields, acc.also, _stated(f, line), f.field)
+            cur.has_memory = True
+        elif scope == "engine":
+            cur.engine.setdefault(f.field, []).append(_stated(f, line))
+            if ident.kind == ENGINE and f.field == "kv_tokens":
+                cur.engine_printers.add(ident.label)
+            cur.has_memory = True
+            if ident.kind == WORKER and f.field in _MIN_FIELDS:
+                acc = self._rank(ident, line)
+                self._put(acc.ident.label, acc.fields, acc.also, _stated(f, line), f.field)
+        elif scope == "settings":
+            old = cur.settings.get(f.field)
+            new = _stated(f, line)
+            if (
+                old is None
+                or not _numeric(new.value)
+                or not _numeric(old.value)
+                or float(new.tolerance) <= float(old.tolerance)
+                or abs(float(new.value) - float(old.value)) > float(old.tolerance) + float(new.tolerance)
+            ):
+                cur.settings[f.field] = new
+        elif scope in ("error", "note"):
+            numbers = dict(f.numbers)
+            if ident.kind != DRIVER:
+                numbers["rank"] = ident.label
+            sev = "error" if scope == "error" else "info"
+            cur.findings.append(Finding(f.field, str(f.value), line, sev, numbers))
+            if scope == "error":
+                cur.closed_code = f.field
+                cur.has_memory = True
+        elif scope == "mark":
+            cur.marks.setdefault(f.field, line)
+        elif scope == "clue":
+            lo, _, hi = str(f.value).partition("|")
+            cur.clues.setdefault(f.field, (lo, hi, line))
+        elif scope == "version":
+            cur.versions.append((str(f.value), f.field, line))
+        elif scope == "args":
+            cur.args.update(f.numbers)
+
+    # ------------------------------------------------------------ finishing
+    def runs(self) -> list[Run]:
+        accs = [*self._done, self._cur]
+        out = [finish_run(a) for a in accs if a.has_memory or a.settings or a.versions]
+        return out

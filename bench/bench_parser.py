@@ -1,0 +1,105 @@
+"""Benchmark the vLLM log parser (and the nvidia-smi parser) on synthetic logs.
+
+    .venv/bin/python bench/bench_parser.py            # prints a Markdown table row per case
+
+"typical" = real startup logs from tests/data/vllm-logs interleaved with the lines that make up
+most of a real vLLM log (request access lines, throughput stats, shard-loading progress, compile
+messages), about 1 memory line in 15; "memory-only" = the real logs repeated (every line is a
+candidate: the worst case); "noise" = random printable junk.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from app.ingest.nvidia_smi import parse_nvidia_smi
+from app.ingest.vllm_log import parse_vllm_log
+
+ROOT = Path(__file__).resolve().parent.parent
+LOGS = ROOT / "tests" / "data" / "vllm-logs"
+SMI = ROOT / "tests" / "data" / "nvidia-smi"
+
+FILLER = (
+    '(APIServer pid=1624) INFO:     10.0.3.17:51234 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+    "(APIServer pid=1624) INFO 09-24 21:02:11 [loggers.py:123] Engine 000: Avg prompt throughput: 2213.4 "
+    "tokens/s, Avg generation throughput: 812.0 tokens/s, Running: 31 reqs, Waiting: 0 reqs, GPU KV cache "
+    "usage: 41.2%, Prefix cache hit rate: 12.5%",
+    "Loading safetensors checkpoint shards:  47% Completed | 23/49 [00:31<00:33,  1.39s/it]",
+    "(Worker_TP3_EP3 pid=2081) INFO 09-24 20:52:10 [backends.py:548] Using cache directory: "
+    "/root/.cache/vllm/torch_compile_cache/5e8d2a/rank_3_0/backbone for vLLM's torch.compile",
+    "(EngineCore_DP0 pid=1944) INFO 09-24 20:52:00 [core.py:76] Waiting for READY message from worker 5",
+    "(Worker_TP1_EP1 pid=2079) WARNING 09-24 20:51:22 [fused_moe.py:727] Using default MoE config. "
+    "Performance might be sub-optimal! Config file not found at /usr/lib/python3/configs/E=128.json",
+    "(APIServer pid=1624) INFO 09-24 20:55:01 [launcher.py:44] Route: /v1/completions, Methods: POST",
+)
+
+
+def _real_lines() -> list[str]:
+    lines: list[str] = []
+    for path in sorted(LOGS.glob("*.log")):
+        lines.extend(path.read_text().splitlines())
+    return lines
+
+
+def typical_log(n_lines: int, seed: int = 0) -> str:
+    rng = random.Random(seed)
+    real = _real_lines()
+    out: list[str] = []
+    i = 0
+    while len(out) < n_lines:
+        if rng.random() < 1 / 15:
+            out.append(real[i % len(real)])
+            i += 1
+        else:
+            out.append(rng.choice(FILLER))
+    return "\n".join(out) + "\n"
+
+
+def memory_only_log(n_lines: int) -> str:
+    real = _real_lines()
+    return "\n".join(real[i % len(real)] for i in range(n_lines)) + "\n"
+
+
+def noise(n_chars: int, seed: int = 1) -> str:
+    rng = random.Random(seed)
+    alphabet = "abcdefghij KLMNOP0123456789()[]=:,.\n\r\x1b"
+    return "".join(rng.choice(alphabet) for _ in range(n_chars))
+
+
+def best_of(fn: Callable[[], object], repeat: int = 5) -> float:
+    """Best wall time of `repeat` calls (the least disturbed by other load on the machine)."""
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def main() -> None:
+    cases = {
+        "typical, 100k lines": typical_log(100_000),
+        "typical, 10 MB": typical_log(70_000),
+        "memory-only (worst case), 100k lines": memory_only_log(100_000),
+        "random junk, 10 MB": noise(10_000_000),
+    }
+    print("| case | size | lines | time (s) | MB/s | runs |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for name, text in cases.items():
+        seconds = best_of(lambda t=text: parse_vllm_log(t))  # type: ignore[misc]
+        mb = len(text.encode()) / 1e6
+        n_runs = len(parse_vllm_log(text).runs)
+        print(f"| {name} | {mb:.1f} MB | {text.count(chr(10)):,} | {seconds:.3f} | {mb / seconds:.0f} | {n_runs} |")
+    smi = "\n".join(p.read_text() for p in sorted(SMI.glob("*.txt"))) * 200
+    seconds = best_of(lambda: parse_nvidia_smi(smi))
+    mb = len(smi.encode()) / 1e6
+    print(
+        f"| nvidia-smi fixtures x200 | {mb:.1f} MB | {smi.count(chr(10)):,} | {seconds:.3f} | {mb / seconds:.0f} | - |"
+    )
+
+
+if __name__ == "__main__":
+    main()
