@@ -124,11 +124,23 @@ def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) 
         if value and key not in doc.layout.model_fields_set:
             layout[key] = value
     data["layout"] = layout
-    if doc.vllm_version is None and isinstance(run.get("vllm_version"), str):
-        data["vllm_version"] = run["vllm_version"]
+    if doc.vllm_version is None:
+        version = run_version(run)
+        if version is not None:
+            data["vllm_version"] = version
     if doc.model is None:
         data["model"] = _model_for_run(run, settings)
     return PlanDocument.model_validate(data)
+
+
+def run_version(run: Mapping[str, Any]) -> str | None:
+    """The run's vLLM version: as stated, else the lowest the log's formats allow (its accounting rules)."""
+    if isinstance(run.get("vllm_version"), str):
+        return str(run["vllm_version"])
+    inferred = run.get("version")
+    if isinstance(inferred, Mapping) and isinstance(inferred.get("inferred_min"), str):
+        return str(inferred["inferred_min"])
+    return None
 
 
 def _model_for_run(run: Mapping[str, Any], settings: Mapping[str, Any]) -> JSON:
