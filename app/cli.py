@@ -156,9 +156,26 @@ def cmd_import_log(args: argparse.Namespace) -> int:
         emit(parsed)
         return 0
     for i, run in enumerate(parsed["runs"]):
-        print(f"run {i}: vLLM {run.get('vllm_version') or '?'} model {run['settings'].get('model') or '?'}")
+        version = run.get("vllm_version")
+        inferred = run.get("version") or {}
+        if version is None and inferred.get("inferred_min"):
+            upper = inferred.get("inferred_max_exclusive")
+            version = f"≥{inferred['inferred_min']}" + (f" <{upper}" if upper else "") + " (inferred)"
+        print(f"run {i}: vLLM {version or '?'}  model {run['settings'].get('model') or '?'}")
         for r in run["ranks"]:
-            print(f"  {r['rank']:>12}  kv {fmt_bytes(r.get('kv_bytes'))}  weights {fmt_bytes(r.get('weights_bytes'))}")
+            print(
+                f"  {r['rank']:>12}  total {fmt_bytes(r.get('total_bytes'))}  weights {fmt_bytes(r.get('weights_bytes'))}"
+                f"  activation {fmt_bytes(r.get('activation_bytes'))}  kv {fmt_bytes(r.get('kv_bytes'))}"
+            )
+        engine = run.get("engine") or {}
+        if engine.get("num_gpu_blocks") is not None:
+            print(f"  engine: {engine['num_gpu_blocks']:,} blocks")
+        residual = (run.get("residuals") or {}).get("engine")
+        if residual and residual.get("residual_blocks") is not None:
+            print(
+                f"  recomputed {residual['computed_blocks']:,} blocks from the KV bytes (residual "
+                f"{residual['residual_blocks']:+,}, printed precision ±{residual['tolerance_blocks']})"
+            )
         for f in run.get("findings", []):
             print(f"  finding [{f['code']}] {f['message']}")
     for f in parsed.get("findings", []):
