@@ -164,7 +164,8 @@ def cmd_import_log(args: argparse.Namespace) -> int:
         print(f"run {i}: vLLM {version or '?'}  model {run['settings'].get('model') or '?'}")
         for r in run["ranks"]:
             print(
-                f"  {r['rank']:>12}  total {fmt_bytes(r.get('total_bytes'))}  weights {fmt_bytes(r.get('weights_bytes'))}"
+                f"  {r['rank']:>12}  total {fmt_bytes(r.get('total_bytes'))}"
+                f"  weights {fmt_bytes(r.get('weights_bytes'))}"
                 f"  activation {fmt_bytes(r.get('activation_bytes'))}  kv {fmt_bytes(r.get('kv_bytes'))}"
             )
         engine = run.get("engine") or {}
