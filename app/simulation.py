@@ -50,4 +50,4 @@ def run_simulation(
     try:
         return simulate_from_json(resolved, max_work=max_work, progress=progress, cancel=cancel)
     except SimInputError as exc:
-        raise InputError(exc.args[0] if len(exc.args) > 1 else "", str(exc.args[-1])) from None
+        raise InputError(exc.field_path, exc.message) from None
