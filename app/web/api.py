@@ -1,0 +1,93 @@
+"""The JSON API under /api/v1 (OpenAPI at /openapi.json, a readable index at /docs).
+
+Bodies are plan documents and texts exactly as the CLI takes them; results are the planning
+module's JSON. Bad input is a 422 `{"error": {"field", "message"}}` (see errors.py); bodies
+over the configured size are a 413 before they are read.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, File, Form, Request, UploadFile
+from fastapi.responses import JSONResponse
+
+from app import planning
+from app.core.errors import InputError
+from app.web import cpu, querystring, workflows
+from app.web.bases import BaseStore
+
+router = APIRouter(prefix="/api/v1", tags=["api"])
+
+PlanBody = Annotated[
+    dict[str, Any],
+    Body(
+        description="A plan document, the same JSON as `kvledger plan`.",
+        examples=[{"model": {"catalogue": "llama-3.1-70b"}, "gpu": {"total": "80 GiB"}, "layout": {"tp": 4}}],
+    ),
+]
+
+
+def shareable_url(doc: dict[str, Any], result: dict[str, Any], bases: BaseStore) -> str:
+    """The plan page URL of a document: a what-if query when one reproduces the result exactly,
+    else a stored base document (`/plan?base=<id>`)."""
+    query = planning.query_from_plan(doc)
+    try:
+        same = planning.run_plan(planning.plan_from_query(query), with_levers=False) == {**result, "levers": []}
+    except InputError:
+        same = False
+    if same:
+        return querystring.page_url("/plan", query)
+    return querystring.page_url("/plan", {"base": bases.put(doc)})
+
+
+@router.post("/plan", summary="Compute a plan document; the result plus its shareable URL")
+async def post_plan(request: Request, doc: PlanBody) -> JSONResponse:
+    return JSONResponse(await cpu.run(request, _plan_with_url, doc, request.app.state.bases))
+
+
+def _plan_with_url(doc: dict[str, Any], bases: BaseStore) -> dict[str, Any]:
+    result = planning.run_plan(doc)
+    return {**result, "url": shareable_url(doc, result, bases)}
+
+
+@router.get("/models", summary="Search the model catalogue")
+def get_models(q: str = "") -> JSONResponse:
+    return JSONResponse({"models": planning.catalogue_search(q, limit=50)})
+
+
+@router.post("/import/log", summary="Parse vLLM startup logs (text field or file upload)")
+def import_log(
+    request: Request,
+    text: Annotated[str, Form(description="the log text")] = "",
+    model: Annotated[str, Form(description="catalogue slug of the model, for residuals")] = "",
+    file: Annotated[UploadFile | None, File(description="or the log file")] = None,
+) -> JSONResponse:
+    settings = request.app.state.settings
+    parsed, config = workflows.import_log(workflows.log_text(text, file, settings.max_log_bytes), model)
+    return JSONResponse(workflows.import_json(parsed, config, request.app.state.bases))
+
+
+@router.post("/import/nvidia-smi", summary="Parse nvidia-smi output (table or --query-gpu CSV)")
+def import_nvidia_smi(text: Annotated[str, Body(embed=True, description="nvidia-smi output")]) -> JSONResponse:
+    return JSONResponse(planning.import_nvidia_smi(text))
+
+
+@router.post("/compare", summary="Two plan documents side by side, every row with its delta")
+async def compare(
+    request: Request,
+    a: Annotated[dict[str, Any], Body(description="plan document A")],
+    b: Annotated[dict[str, Any], Body(description="plan document B")],
+) -> JSONResponse:
+    return JSONResponse(await cpu.run(request, _compare, a, b))
+
+
+def _compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    return planning.compare(_run_side(a, "a"), _run_side(b, "b"))
+
+
+def _run_side(doc: dict[str, Any], side: str) -> dict[str, Any]:
+    try:
+        return planning.run_plan(doc, with_levers=False)
+    except InputError as exc:
+        raise exc.under(side) from None

@@ -1,0 +1,101 @@
+"""The web application factory: `create_app(settings)` builds a fresh FastAPI app, no globals.
+
+Settings are injected (tests pass their own; `serve` reads the environment once). The factory
+builds the template environment, the static asset manifest and the base-document store and
+keeps them on `app.state`; adds gzip and the body-size cap; registers the error mapping; and
+includes the page and API routers plus optional routers that other work adds later
+(`app.web.sim`, `app.web.saved`), each a module exposing `router`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.routing import APIRouter
+from starlette.middleware.gzip import GZipMiddleware
+from starlette.requests import Request
+from starlette.responses import Response
+
+from app.settings import Settings
+from app.web.api import router as api_router
+from app.web.assets import HTMX_JS, PLOTLY_JS, StaticAssets
+from app.web.bases import MemoryBaseStore
+from app.web.demo import base_documents
+from app.web.errors import install as install_error_mapping
+from app.web.headers import SecurityHeaders
+from app.web.limits import BodySizeLimit
+from app.web.pages import router as pages_router
+from app.web.templating import Templates
+from app.web.views import PlanCache
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATES_DIR = ROOT / "templates"
+STATIC_DIR = ROOT / "static"
+OPTIONAL_ROUTERS = ("app.web.sim", "app.web.saved")
+
+log = logging.getLogger(__name__)
+
+
+def include_optional_router(app: FastAPI, module_name: str) -> bool:
+    """Include `module_name.router` when that module exists; False when it does not."""
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            raise
+        return False
+    router = getattr(module, "router", None)
+    if not isinstance(router, APIRouter):
+        raise TypeError(f"{module_name}.router must be a fastapi.APIRouter")
+    app.include_router(router)
+    return True
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the KV Ledger web app for `settings` (read from the environment when omitted)."""
+    settings = settings or Settings.from_env()
+    app = FastAPI(
+        title="KV Ledger",
+        summary="Per-rank KV-cache capacity planning for vLLM deployments",
+        version="1",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url="/openapi.json",
+        # Pasted logs arrive as one text field; BodySizeLimit caps whole bodies, so the multipart
+        # parser's own 1 MiB per-field default is raised to the log cap.
+        form_limits={"max_part_size": settings.max_log_bytes},
+    )
+    assets = StaticAssets(STATIC_DIR)
+    app.state.settings = settings
+    app.state.assets = assets
+    app.state.templates = Templates(
+        TEMPLATES_DIR,
+        {"static_url": assets.url, "HTMX_JS": HTMX_JS, "PLOTLY_JS": PLOTLY_JS},
+    )
+    app.state.bases = MemoryBaseStore(fixed=base_documents() if settings.demo_data else None)
+    app.state.plan_cache = PlanCache()
+
+    @app.get("/static/{rest:path}", include_in_schema=False)
+    async def static(request: Request, rest: str) -> Response:
+        return assets.response(request, rest)
+
+    install_error_mapping(app)
+    app.include_router(pages_router)
+    app.include_router(api_router)
+    for module_name in OPTIONAL_ROUTERS:
+        if include_optional_router(app, module_name):
+            log.info("included optional router %s", module_name)
+    app.add_middleware(BodySizeLimit, max_body_bytes=settings.max_body_bytes, max_log_bytes=settings.max_log_bytes)
+    app.add_middleware(GZipMiddleware, minimum_size=800, compresslevel=6)
+    app.add_middleware(SecurityHeaders)
+    return app
+
+
+def serve(host: str, port: int) -> None:
+    """Run the dashboard under uvicorn (one worker; settings from the environment)."""
+    import uvicorn
+
+    uvicorn.run(create_app(Settings.from_env()), host=host, port=port, log_level="info", access_log=False)

@@ -1,0 +1,57 @@
+"""Base plan documents that a what-if URL refers to by id (`?base=<id>`).
+
+Imported logs, pasted config.json files and nvidia-smi output become whole plan documents
+(measured ranks, a model config) far too large for a query string. They are stored here under
+a content-addressed id (the first 16 hex digits of the sha256 of the canonical JSON), so the
+same import always yields the same URL. This store is in memory and bounded (oldest out
+first); the saved-plans work may replace `app.state.bases` with a durable store that offers the
+same two methods.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Protocol
+
+
+class BaseStore(Protocol):
+    def put(self, doc: Mapping[str, object]) -> str: ...
+
+    def get(self, base_id: str) -> dict[str, object] | None: ...
+
+
+def document_id(doc: Mapping[str, object]) -> str:
+    """The content address of a plan document."""
+    canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+class MemoryBaseStore:
+    """A thread-safe, bounded, in-memory BaseStore. Fixed entries (the demo) are never evicted."""
+
+    def __init__(self, capacity: int = 512, fixed: Mapping[str, Mapping[str, object]] | None = None) -> None:
+        self.capacity = capacity
+        self._fixed = {key: copy.deepcopy(dict(doc)) for key, doc in (fixed or {}).items()}
+        self._docs: OrderedDict[str, dict[str, object]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def put(self, doc: Mapping[str, object]) -> str:
+        base_id = document_id(doc)
+        with self._lock:
+            self._docs[base_id] = copy.deepcopy(dict(doc))
+            self._docs.move_to_end(base_id)
+            while len(self._docs) > self.capacity:
+                self._docs.popitem(last=False)
+        return base_id
+
+    def get(self, base_id: str) -> dict[str, object] | None:
+        if base_id in self._fixed:
+            return copy.deepcopy(self._fixed[base_id])
+        with self._lock:
+            doc = self._docs.get(base_id)
+        return copy.deepcopy(doc) if doc is not None else None

@@ -1,0 +1,261 @@
+"""Plan results → plotly.js figure dicts (plain dicts: no plotly.graph_objects on the hot path).
+
+Pool chart: one stacked bar per rank — weights, non-torch, CUDA graphs, activation, usable KV,
+stranded KV — with the headroom (outside the requested budget) stacked above in light grey, a
+step line at the requested budget, the binding rank outlined and annotated, and estimated
+cells hatched. Past MAX_BARS ranks bars stop being readable, so the pool chart shows three
+representative ranks (binding, median, largest KV) and a KV-per-rank histogram is added.
+All byte values become GiB here, at the presentation edge.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+GIB = float(1024**3)
+MAX_BARS = 64
+
+Figure = dict[str, Any]
+
+# (result key, legend label, colour), bottom to top
+ROWS: tuple[tuple[str, str, str], ...] = (
+    ("weights_bytes", "weights", "#4c78a8"),
+    ("non_torch_bytes", "non-torch", "#9d755d"),
+    ("cuda_graph_bytes", "CUDA graphs", "#b279a2"),
+    ("activation_bytes", "activation", "#f58518"),
+)
+KV_COLOUR = "#54a24b"
+STRANDED_COLOUR = "#b8dcb0"
+HEADROOM_COLOUR = "#e4e6ea"
+BINDING_COLOUR = "#c0392b"
+ESTIMATED = frozenset({"estimated", "default"})
+FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif"
+
+
+def _num(value: object) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+def _source(rank: Mapping[str, Any], key: str) -> str:
+    """Where a rank's row came from: measured, estimated, derived (default: estimated)."""
+    sources = rank.get("sources") or {}
+    return str(sources.get(key, "estimated"))
+
+
+def _label(rank: Mapping[str, Any]) -> str:
+    return html.escape(str(rank.get("rank")))
+
+
+def _base_layout(height: int) -> dict[str, Any]:
+    return {
+        "height": height,
+        "margin": {"l": 56, "r": 16, "t": 28, "b": 48},
+        "font": {"family": FONT, "size": 12, "color": "#1f2933"},
+        "paper_bgcolor": "rgba(0,0,0,0)",
+        "plot_bgcolor": "rgba(0,0,0,0)",
+        "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0, "traceorder": "normal"},
+    }
+
+
+def _bar(name: str, x: list[str], gib: list[float], colour: str, sources: list[str]) -> dict[str, Any]:
+    return {
+        "type": "bar",
+        "name": name,
+        "x": x,
+        "y": gib,
+        "customdata": sources,
+        "marker": {
+            "color": colour,
+            "pattern": {
+                "shape": ["/" if s in ESTIMATED else "" for s in sources],
+                "fillmode": "overlay",
+                "fgcolor": "rgba(255,255,255,0.6)",
+                "size": 7,
+                "solidity": 0.3,
+            },
+        },
+        "hovertemplate": f"{name}: %{{y:.2f}} GiB (%{{customdata}})<extra></extra>",
+    }
+
+
+def _kv_traces(
+    ranks: Sequence[Mapping[str, Any]], x: list[str], is_binding: list[bool]
+) -> list[dict[str, Any]]:
+    """Usable KV (binding rank outlined), stranded KV, and the headroom above the budget."""
+    sources = [_source(r, "kv_bytes") for r in ranks]
+    stranded = [_num(r.get("stranded_bytes")) for r in ranks]
+    usable = [max(_num(r.get("kv_bytes")) - s, 0.0) for r, s in zip(ranks, stranded, strict=True)]
+    kv = _bar("KV (usable)", x, [v / GIB for v in usable], KV_COLOUR, sources)
+    kv["marker"]["line"] = {
+        "color": [BINDING_COLOUR if b else "rgba(0,0,0,0)" for b in is_binding],
+        "width": [3 if b else 0 for b in is_binding],
+    }
+    headroom = [_num(r.get("headroom_bytes")) / GIB for r in ranks]
+    return [
+        kv,
+        _bar("KV stranded", x, [s / GIB for s in stranded], STRANDED_COLOUR, sources),
+        _bar("headroom (outside budget)", x, headroom, HEADROOM_COLOUR, ["derived"] * len(ranks)),
+    ]
+
+
+def _budget_shapes(ranks: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A dashed segment across each bar at the requested budget (category index coordinates)."""
+    return [
+        {
+            "type": "line", "xref": "x", "yref": "y", "x0": i - 0.48, "x1": i + 0.48,
+            "y0": _num(r.get("requested_bytes")) / GIB, "y1": _num(r.get("requested_bytes")) / GIB,
+            "line": {"color": "#1f2933", "width": 2, "dash": "dash"},
+        }
+        for i, r in enumerate(ranks)
+        if r.get("requested_bytes") is not None
+    ]
+
+
+def _binding_annotations(
+    ranks: Sequence[Mapping[str, Any]], x: list[str], is_binding: list[bool]
+) -> list[dict[str, Any]]:
+    return [
+        {
+            "x": label, "y": (_num(r.get("total_bytes")) or _num(r.get("requested_bytes"))) / GIB,
+            "text": "binds", "showarrow": True, "arrowhead": 0, "ay": -18,
+            "font": {"color": BINDING_COLOUR, "size": 12},
+        }
+        for label, r, b in zip(x, ranks, is_binding, strict=True)
+        if b
+    ]
+
+
+def pool_figure(ranks: Sequence[Mapping[str, Any]], binding_rank: object, title: str = "") -> Figure:
+    """The stacked per-rank pool chart for the given ranks (at most MAX_BARS)."""
+    x = [_label(r) for r in ranks]
+    is_binding = [r.get("binding") is True or r.get("rank") == binding_rank for r in ranks]
+    traces = [
+        _bar(name, x, [_num(r.get(key)) / GIB for r in ranks], colour, [_source(r, key) for r in ranks])
+        for key, name, colour in ROWS
+    ]
+    traces += _kv_traces(ranks, x, is_binding)
+    # The budget is drawn as shapes; this empty trace only gives it a legend entry.
+    traces.append({"type": "scatter", "mode": "lines", "name": "requested budget", "x": [None], "y": [None],
+                   "line": {"color": "#1f2933", "width": 2, "dash": "dash"}, "hoverinfo": "skip"})
+    many = len(ranks) > 16
+    layout = _base_layout(430)
+    layout.update(
+        {
+            "margin": {"l": 56, "r": 16, "t": 64, "b": 64 if many else 40},
+            "barmode": "stack",
+            "bargap": 0.12 if many else (0.3 if len(ranks) > 2 else 0.6),
+            "hovermode": "x unified",
+            "yaxis": {"title": {"text": "GiB per rank"}, "rangemode": "tozero", "gridcolor": "#eef0f3"},
+            "xaxis": {"type": "category", "title": {"text": "rank"}, "tickfont": {"size": 10 if many else 12}},
+            "shapes": _budget_shapes(ranks),
+            "annotations": _binding_annotations(ranks, x, is_binding),
+        }
+    )
+    if title:
+        layout["title"] = {"text": title, "font": {"size": 13}, "x": 0, "xanchor": "left"}
+    return {"data": traces, "layout": layout}
+
+
+def representative_ranks(
+    ranks: Sequence[Mapping[str, Any]], binding_rank: object
+) -> list[Mapping[str, Any]]:
+    """The binding rank, the median-KV rank and the largest-KV rank (distinct, in that order)."""
+    by_kv = sorted(ranks, key=lambda r: _num(r.get("kv_bytes")))
+    binding = next((r for r in ranks if r.get("rank") == binding_rank), by_kv[0])
+    picks: list[Mapping[str, Any]] = []
+    for rank in (binding, by_kv[len(by_kv) // 2], by_kv[-1]):
+        if all(rank is not p for p in picks):
+            picks.append(rank)
+    return picks
+
+
+def kv_histogram(ranks: Sequence[Mapping[str, Any]], binding_rank: object, max_bins: int = 40) -> Figure:
+    """A histogram of KV GiB per rank (bins computed here), with the binding rank's bin marked."""
+    kv_gib = [_num(r.get("kv_bytes")) / GIB for r in ranks]
+    low, high = min(kv_gib), max(kv_gib)
+    bins = max(1, min(max_bins, math.ceil(math.sqrt(len(kv_gib))))) if high > low else 1
+    width = (high - low) / bins if high > low else max(0.25, high * 0.01)
+    counts = [0] * bins
+    for value in kv_gib:
+        counts[min(int((value - low) / width), bins - 1) if high > low else 0] += 1
+    binding_kv = next(
+        (_num(r.get("kv_bytes")) / GIB for r in ranks if r.get("rank") == binding_rank), low
+    )
+    binding_bin = min(int((binding_kv - low) / width), bins - 1) if high > low else 0
+    centres = [low + width * (i + 0.5) for i in range(bins)] if high > low else [low]
+    colours = [BINDING_COLOUR if i == binding_bin else KV_COLOUR for i in range(bins)]
+    layout = _base_layout(300)
+    layout.update(
+        {
+            "bargap": 0.05,
+            "showlegend": False,
+            "xaxis": {"title": {"text": "KV GiB on the rank"}, "gridcolor": "#eef0f3"},
+            "yaxis": {"title": {"text": "ranks"}, "rangemode": "tozero", "gridcolor": "#eef0f3"},
+            "annotations": [
+                {
+                    "x": binding_kv,
+                    "y": counts[binding_bin],
+                    "text": html.escape(f"binding rank {binding_rank}: {binding_kv:.2f} GiB"),
+                    "showarrow": True,
+                    "arrowhead": 0,
+                    "ay": -24,
+                    "font": {"color": BINDING_COLOUR},
+                }
+            ],
+        }
+    )
+    trace = {
+        "type": "bar",
+        "x": centres,
+        "y": counts,
+        "width": [width * 0.95] * bins,
+        "marker": {"color": colours},
+        "hovertemplate": "%{y} ranks near %{x:.2f} GiB<extra></extra>",
+    }
+    return {"data": [trace], "layout": layout}
+
+
+def levers_figure(levers: Sequence[Mapping[str, Any]]) -> Figure:
+    """Tokens gained by each knob, as horizontal bars, biggest gain on top."""
+    ordered = sorted(levers, key=lambda lever: _num(lever.get("tokens_gained")))
+    labels = [html.escape(f"{lever.get('knob')}: {lever.get('change')}") for lever in ordered]
+    gains = [_num(lever.get("tokens_gained")) for lever in ordered]
+    layout = _base_layout(max(160, 34 * len(ordered) + 70))
+    layout.update(
+        {
+            "showlegend": False,
+            "margin": {"l": 260, "r": 24, "t": 12, "b": 40},
+            "xaxis": {"title": {"text": "tokens gained"}, "zeroline": True, "gridcolor": "#eef0f3"},
+            "yaxis": {"type": "category", "automargin": True},
+        }
+    )
+    trace = {
+        "type": "bar",
+        "orientation": "h",
+        "x": gains,
+        "y": labels,
+        "marker": {"color": [KV_COLOUR if g >= 0 else BINDING_COLOUR for g in gains]},
+        "hovertemplate": "%{x:,} tokens<extra></extra>",
+    }
+    return {"data": [trace], "layout": layout}
+
+
+def plan_charts(result: Mapping[str, Any]) -> dict[str, Figure]:
+    """Every chart of the plan page, keyed by the chart element's name."""
+    ranks: list[Mapping[str, Any]] = list(result.get("ranks") or [])
+    binding = result.get("binding_rank")
+    charts: dict[str, Figure] = {}
+    if ranks:
+        if len(ranks) <= MAX_BARS:
+            charts["pool"] = pool_figure(ranks, binding)
+        else:
+            title = "Binding, median and largest-KV ranks"
+            charts["pool"] = pool_figure(representative_ranks(ranks, binding), binding, title)
+            charts["dist"] = kv_histogram(ranks, binding)
+    levers = list(result.get("levers") or [])
+    if levers:
+        charts["levers"] = levers_figure(levers)
+    return charts

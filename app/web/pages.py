@@ -1,0 +1,166 @@
+"""HTML pages and their .json twins. Routes stay short: parse, call, pick template/block, return.
+
+Each page route first declares its page (`expect_page`) so that an InputError raised while
+computing is shown inline on that same page by the error mapping.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+from urllib.parse import parse_qsl
+
+from fastapi import APIRouter, File, Form, Request, UploadFile
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+
+from app.web import cpu, htmx, present, querystring, views, workflows
+from app.web.bases import BaseStore
+from app.web.responses import expect_page, render
+
+router = APIRouter(include_in_schema=False)
+
+PLAN = "pages/plan.html"
+PLAN_FRAGMENT = ("results", "summary", "field_errors_oob")
+
+
+def _cache(request: Request) -> views.PlanCache:
+    cache: views.PlanCache = request.app.state.plan_cache
+    return cache
+
+
+def _bases(request: Request) -> BaseStore:
+    bases: BaseStore = request.app.state.bases
+    return bases
+
+
+@router.get("/")
+def home(request: Request, q: str = "") -> Response:
+    spec = expect_page(request, "pages/home.html", workflows.home_context(request.app.state.settings, q),
+                       fragment=("search_results",))
+    return render(request, spec)
+
+
+@router.get("/index.json")
+def home_json(request: Request, q: str = "") -> Response:
+    return JSONResponse(workflows.home_json(q))
+
+
+@router.get("/plan")
+async def plan_page(request: Request) -> Response:
+    return await cpu.run(request, _plan_page, request)
+
+
+def _plan_page(request: Request) -> Response:
+    params = querystring.clean(request.query_params.multi_items())
+    spec = expect_page(request, PLAN, lambda: present.page_context(params, "base" in params), PLAN_FRAGMENT)
+    hx = htmx.details(request)
+    # A slider tick re-renders the results without the levers; they refresh in their own request.
+    view = views.plan_view(params, _bases(request), False if hx.wants_fragment else None, _cache(request))
+    if not hx.request and parse_qsl(request.url.query, keep_blank_values=True) != sorted(view.query.items()):
+        # A plain GET form submits every field: send the browser to the canonical URL.
+        return RedirectResponse(view.url, status_code=303)
+    response = render(request, spec, present.plan_context(view), merge_base=False)
+    if hx.request:
+        htmx.replace_url(response, view.url)
+    return response
+
+
+@router.get("/plan.json")
+async def plan_json(request: Request) -> Response:
+    return await cpu.run(request, _plan_json, request)
+
+
+def _plan_json(request: Request) -> Response:
+    params = querystring.clean(request.query_params.multi_items())
+    view = views.plan_view(params, _bases(request), True, _cache(request))
+    return JSONResponse(views.plan_json(view))
+
+
+@router.get("/plan/levers")
+async def plan_levers(request: Request) -> Response:
+    """The levers card alone (htmx), or the whole page with its levers (no JavaScript)."""
+    return await cpu.run(request, _plan_levers, request)
+
+
+def _plan_levers(request: Request) -> Response:
+    params = querystring.clean(request.query_params.multi_items())
+    spec = expect_page(request, PLAN, lambda: present.page_context(params, "base" in params), ("levers",))
+    view = views.plan_view(params, _bases(request), True, _cache(request))
+    return render(request, spec, present.plan_context(view), merge_base=False)
+
+
+@router.get("/import")
+def import_form(request: Request) -> Response:
+    spec = expect_page(request, "pages/import.html", workflows.import_context(request.app.state.settings))
+    return render(request, spec)
+
+
+@router.post("/import")
+def import_post(
+    request: Request,
+    text: Annotated[str, Form()] = "",
+    model: Annotated[str, Form()] = "",
+    file: Annotated[UploadFile | None, File()] = None,
+) -> Response:
+    settings = request.app.state.settings
+    spec = expect_page(request, "pages/import.html", workflows.import_context(settings, "log", model))
+    parsed, config = workflows.import_log(workflows.log_text(text, file, settings.max_log_bytes), model)
+    return render(request, spec, workflows.import_preview(parsed, config, _bases(request)))
+
+
+@router.post("/import.json")
+def import_post_json(
+    request: Request,
+    text: Annotated[str, Form()] = "",
+    model: Annotated[str, Form()] = "",
+    file: Annotated[UploadFile | None, File()] = None,
+) -> Response:
+    settings = request.app.state.settings
+    parsed, config = workflows.import_log(workflows.log_text(text, file, settings.max_log_bytes), model)
+    return JSONResponse(workflows.import_json(parsed, config, _bases(request)))
+
+
+@router.post("/start/config")
+def start_from_config(
+    request: Request,
+    config: Annotated[str, Form()] = "",
+    gpu_total: Annotated[str, Form()] = "80GiB",
+    name: Annotated[str, Form()] = "",
+    file: Annotated[UploadFile | None, File()] = None,
+) -> Response:
+    settings = request.app.state.settings
+    expect_page(request, "pages/home.html", lambda: workflows.home_context(settings, "", active_form="config"))
+    doc = workflows.config_document(config, file, gpu_total, name, settings.max_body_bytes)
+    return RedirectResponse(workflows.base_plan_url(doc, _bases(request)), status_code=303)
+
+
+@router.post("/start/nvidia-smi")
+def start_from_nvidia_smi(
+    request: Request,
+    text: Annotated[str, Form()] = "",
+    model: Annotated[str, Form()] = "",
+) -> Response:
+    settings = request.app.state.settings
+    expect_page(request, "pages/home.html", lambda: workflows.home_context(settings, "", active_form="nvidia_smi"))
+    doc = workflows.nvidia_smi_document(text, model)
+    return RedirectResponse(workflows.base_plan_url(doc, _bases(request)), status_code=303)
+
+
+@router.get("/compare")
+async def compare_page(request: Request, a: str = "", b: str = "") -> Response:
+    return await cpu.run(request, _compare_page, request, a, b)
+
+
+def _compare_page(request: Request, a: str, b: str) -> Response:
+    spec = expect_page(request, "pages/compare.html", workflows.compare_form_context(a, b))
+    return render(request, spec, workflows.compare_context(a, b, _bases(request)))
+
+
+@router.get("/compare.json")
+async def compare_json(request: Request, a: str = "", b: str = "") -> Response:
+    return JSONResponse(await cpu.run(request, workflows.compare_json, a, b, _bases(request)))
+
+
+@router.get("/docs")
+def api_docs(request: Request) -> Response:
+    spec = expect_page(request, "pages/docs.html", workflows.docs_context(request.app.openapi()))
+    return render(request, spec)

@@ -1,0 +1,266 @@
+"""Plan results → the plan page's template context (labels, display strings, chosen rows).
+
+No arithmetic on capacities here: every number comes from the result; this module only picks,
+labels and formats. The form context is built from the raw query too, so that a page whose
+input is invalid still shows the form with the error next to the field.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from app import planning
+from app.core.kvspec import KV_CACHE_DTYPES
+from app.web import charts, querystring
+from app.web.formatting import gib, intcomma, ratio
+from app.web.views import PlanView
+
+FORM_KEYS = (
+    "model", "gpu_total", "ranks", "vllm", "tp", "pp", "dp", "util", "mnbt", "kv_bytes",
+    "kv_dtype", "block_size", "max_model_len", "max_num_seqs", "growth", "reserve", "live",
+)
+BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
+ERROR_CODES = frozenset(
+    {"free_below_requested", "no_kv_memory", "no_memory", "manual_does_not_fit", "max_model_len_does_not_fit"}
+)
+RANK_COLUMNS = (
+    ("total_bytes", "total"), ("free_at_start_bytes", "free at start"), ("requested_bytes", "requested"),
+    ("headroom_bytes", "headroom"), ("weights_bytes", "weights"), ("non_torch_bytes", "non-torch"),
+    ("cuda_graph_bytes", "CUDA graphs"), ("activation_bytes", "activation"), ("kv_bytes", "KV"),
+    ("stranded_bytes", "stranded"),
+)
+LIMIT_WORDS = {
+    "kv_blocks": "KV blocks (memory)",
+    "max_num_seqs": "max_num_seqs",
+    "max_model_len": "max_model_len (one request does not fit)",
+}
+
+
+def _size_text(value: object) -> str:
+    """Bytes as the short form-field text: "80GiB", "512MiB" or a byte count."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return ""
+    for unit, size in (("GiB", 1024**3), ("MiB", 1024**2)):
+        if value and value % size == 0:
+            return f"{value // size}{unit}"
+    return str(value)
+
+
+@functools.lru_cache(maxsize=1)
+def catalogue_options() -> tuple[tuple[str, str], ...]:
+    """(slug, name) of every catalogue model (the catalogue is data shipped with the app)."""
+    return tuple((m["slug"], m["name"]) for m in planning.catalogue_search("", limit=500))
+
+
+def model_options(current: str, with_base: bool) -> list[tuple[str, str]]:
+    """(slug, label) for the model select; a blank first entry when a base document sets the model."""
+    options = list(catalogue_options())
+    if current and all(slug != current for slug, _ in options):
+        options.insert(0, (current, current))
+    return ([("", "— the base document's model —")] if with_base else []) + options
+
+
+def form_context(query: Mapping[str, str], result: Mapping[str, Any] | None, has_base: bool) -> dict[str, Any]:
+    """The form's values, options and placeholders (from the result when there is one)."""
+    form = {key: query.get(key, "") for key in FORM_KEYS}
+    form["base"] = query.get("base", "")
+    placeholders: dict[str, str] = {}
+    tp_options = [1, 2, 4, 8]
+    if result is not None:
+        engine, layout, policy = result["engine"], result["layout"], result["policy"]
+        source = str(result["model"].get("source") or "")
+        form["model"] = query.get("model") or (source.split(":", 1)[1] if source.startswith("catalogue:") else "")
+        form.update(
+            tp=str(layout["tp"]), pp=str(layout["pp"]), dp=str(layout["dp"]),
+            util=str(engine["gpu_memory_utilization"]), mnbt=str(engine["max_num_batched_tokens"]),
+            kv_dtype=engine["kv_cache_dtype"], block_size=str(engine["block_size"]),
+            growth=str(policy["growth_reserve"]),
+        )
+        if not form["gpu_total"] and result["ranks"]:
+            form["gpu_total"] = _size_text(result["ranks"][0].get("total_bytes"))
+        placeholders = {
+            "ranks": str(layout["ranks"]), "vllm": str(result["vllm_version"]),
+            "max_model_len": str(engine["max_model_len"]), "max_num_seqs": str(engine["max_num_seqs"]),
+            "reserve": _size_text(policy["operating_reserve_bytes"]), "live": "not set",
+        }
+        tp_options = list(result.get("allowed_tp") or tp_options)
+    current_tp = int(form["tp"]) if form["tp"].isdigit() else 1
+    if current_tp not in tp_options:
+        tp_options = sorted({*tp_options, current_tp})
+    return {
+        "form": form,
+        "form_keys": FORM_KEYS,
+        "placeholders": placeholders,
+        "options": {
+            "models": model_options(form["model"], has_base),
+            "tp": [(str(tp), str(tp)) for tp in tp_options],
+            "kv_dtypes": [(d, d) for d in KV_CACHE_DTYPES],
+            "block_sizes": [(str(b), str(b)) for b in BLOCK_SIZES],
+        },
+        "show_memory": not has_base,
+        "reset_url": querystring.page_url("/plan", {k: v for k, v in query.items() if k in ("base", "model")}),
+    }
+
+
+def page_context(
+    query: Mapping[str, str], has_base: bool, result: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Everything the plan template reads; without a result, the page of an invalid input."""
+    return {
+        "nav": "plan", "result": None, "error": None, "field_errors": {}, "charts": {}, "kpis": [],
+        "admission": [], "rank_rows": [], "rank_columns": [], "rank_note": "", "rows_kind": "",
+        "base_id": query.get("base"), "json_url": querystring.page_url("/plan.json", query),
+        "compare_url": "", "chart_version": "", "error_codes": ERROR_CODES, "url": "", "levers_url": "",
+        **form_context(query, result, has_base),
+    }
+
+
+def binding_row(result: Mapping[str, Any]) -> Mapping[str, Any]:
+    ranks: Sequence[Mapping[str, Any]] = result["ranks"]
+    return next((r for r in ranks if r.get("binding")), ranks[0] if ranks else {})
+
+
+def kpis(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    binding = binding_row(result)
+    ceiling = result.get("concurrency_ceiling")
+    concurrency_sub = f"limit: {LIMIT_WORDS.get(str(result.get('binding_limit')), result.get('binding_limit'))}"
+    fits = bool(result.get("will_start"))
+    return [
+        {"key": "tokens", "label": "Tokens (block-rounded)", "value": intcomma(result["tokens"]),
+         "sub": f"raw {intcomma(result['raw_tokens'])} · {intcomma(result['blocks'])} blocks"},
+        {"key": "kv", "label": "KV on the binding rank", "value": gib(binding.get("kv_bytes")),
+         "sub": f"{intcomma(result['kv_bytes_per_token'])} B per token per rank"},
+        {"key": "binding", "label": "Binding rank", "value": str(result.get("binding_rank")),
+         "sub": f"of {intcomma(len(result['ranks']))} · stranded {gib(result.get('stranded_bytes'))}"},
+        {"key": "concurrency", "label": "Concurrent requests",
+         "value": intcomma(result.get("concurrency")) if ceiling is not None else "—",
+         "sub": concurrency_sub if ceiling is not None else "set avg live tokens per request"},
+        {"key": "starts", "label": "vLLM starts", "value": "yes" if fits else "no", "bad": not fits,
+         "sub": "max_model_len fits" if result.get("fits_max_model_len")
+         else f"largest max_model_len that fits: {intcomma(result.get('largest_max_model_len'))}"},
+    ]
+
+
+def _explain(result: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
+    entry = (result.get("explain") or {}).get(key)
+    return entry if isinstance(entry, Mapping) else None
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionRow:
+    """One admission-panel number (attribute access keeps the template's hot loop cheap)."""
+
+    key: str
+    label: str
+    value: str
+    badge: str | None = None
+    note: str | None = None
+    explain: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RankRow:
+    """One row of the rank table, as display text: (text, source) per ledger column."""
+
+    rank: str
+    binding: bool
+    cells: list[tuple[str, str]]
+    blocks: str
+    tokens: str
+    starts: str
+
+
+def admission(result: Mapping[str, Any]) -> list[AdmissionRow]:
+    """The admission panel's rows: label, value, an optional badge and note, and the explain entry."""
+    binding = binding_row(result)
+    limit = str(result.get("binding_limit"))
+    fits = bool(result.get("fits_max_model_len"))
+    ceiling = result.get("concurrency_ceiling")
+
+    def row(key: str, label: str, value: str, badge: str | None = None, note: str | None = None) -> AdmissionRow:
+        return AdmissionRow(key, label, value, badge, note, _explain(result, key))
+
+    return [
+        row("requested_bytes", "Requested budget per rank", gib(binding.get("requested_bytes"))),
+        row("kv_bytes", "KV bytes on the binding rank", gib(binding.get("kv_bytes"))),
+        row("kv_bytes_per_token", "KV bytes per token, per rank", f"{intcomma(result['kv_bytes_per_token'])} B"),
+        row("page_bytes", "Page (one block)", f"{intcomma(result['page_bytes'])} B",
+            note=f"block_size {result['block_size']} × per-token bytes of every KV layer on the rank."),
+        row("blocks", "Blocks (minimum over ranks)", intcomma(result["blocks"])),
+        row("tokens", "Token positions, block-rounded", intcomma(result["tokens"])),
+        row("raw_tokens", "Raw token positions", intcomma(result["raw_tokens"]),
+            note="KV bytes / per-token bytes on the binding rank, before rounding down to whole blocks."),
+        row("schedulable_tokens", "Schedulable tokens", intcomma(result["schedulable_tokens"])),
+        row("concurrency_ceiling", "Concurrency ceiling (memory)", intcomma(ceiling),
+            note=None if ceiling is not None else "Set the average live tokens per request to get a ceiling."),
+        row("binding_limit", "Limit that binds first", LIMIT_WORDS.get(limit, limit),
+            note=f"KV blocks, max_num_seqs ({intcomma(result.get('max_num_seqs'))}) and max_model_len are three "
+            "separate limits; this one is reached first."),
+        row("binding_rank", "Binding rank", str(result.get("binding_rank")),
+            note=result.get("binding_reason") or "The rank with the fewest KV blocks sets every rank's count."),
+        row("max_concurrency_at_max_model_len", "vLLM max concurrency at max_model_len",
+            f"{ratio(result.get('max_concurrency_at_max_model_len'), 2)}×", badge="derived"),
+        row("vllm_kv_cache_size_tokens", "vLLM \u201cGPU KV cache size\u201d",
+            f"{intcomma(result['vllm_kv_cache_size_tokens'])} tokens", badge="derived"),
+        row("fits_max_model_len", "One max_model_len request fits", "yes" if fits else "no",
+            badge=None if fits else "bad",
+            note=f"Largest max_model_len that fits: {intcomma(result.get('largest_max_model_len'))} tokens."),
+        row("stranded_bytes", "Stranded KV, all ranks", gib(result.get("stranded_bytes")),
+            note="Bytes on the other ranks beyond the binding rank's blocks: they cannot hold whole tokens."),
+    ]
+
+
+def rank_table(result: Mapping[str, Any]) -> tuple[list[RankRow], str]:
+    """Display rows of the rank table (cells as text + source) and a note.
+
+    Every rank up to MAX_BARS, else the notable ones: binding, median, largest-KV, not starting.
+    """
+    ranks: list[Mapping[str, Any]] = list(result["ranks"])
+    note = ""
+    if len(ranks) > charts.MAX_BARS:
+        notable = charts.representative_ranks(ranks, result.get("binding_rank"))
+        notable += [r for r in ranks if not r.get("will_start") and all(r is not n for n in notable)][:20]
+        note = (f"{len(notable)} of {len(ranks):,} ranks shown: the binding, median and largest-KV ranks and any "
+                "that will not start. The JSON twin lists every rank.")
+        ranks = notable
+    rows = []
+    for r in ranks:
+        sources = r.get("sources") or {}
+        rows.append(RankRow(
+            rank=str(r.get("rank")), binding=bool(r.get("binding")),
+            cells=[(gib(r.get(key)), sources.get(key, "")) for key, _ in RANK_COLUMNS],
+            blocks=intcomma(r.get("blocks")), tokens=intcomma(r.get("tokens")),
+            starts="yes" if r.get("will_start") else "NO",
+        ))
+    return rows, note
+
+
+def rows_kind(result: Mapping[str, Any]) -> str:
+    sources = {s for r in result["ranks"][:64] for s in (r.get("sources") or {}).values()}
+    return "estimated" if "estimated" in sources else "measured"
+
+
+def plan_context(view: PlanView) -> dict[str, Any]:
+    """The full plan page context for a computed plan."""
+    result = view.result
+    rows, note = rank_table(result)
+    has_base = view.base_doc is not None
+    context = page_context(view.query, has_base, result)
+    context.update(
+        result=result, charts=charts.plan_charts(result), kpis=kpis(result), admission=admission(result),
+        rank_rows=rows, rank_note=note, rank_columns=[label for _, label in RANK_COLUMNS],
+        rows_kind=rows_kind(result), json_url=querystring.page_url("/plan.json", view.query),
+        compare_url=querystring.page_url("/compare", {"a": view.url, "b": view.url}),
+        chart_version=hashlib.sha1(view.url.encode()).hexdigest()[:10], url=view.url,
+        levers_url=querystring.page_url("/plan/levers", view.query),
+    )
+    context["show_memory"] = not has_base or _estimated_base(view.base_doc)
+    return context
+
+
+def _estimated_base(base_doc: Mapping[str, Any] | None) -> bool:
+    return base_doc is not None and not base_doc.get("ranks") and base_doc.get("gpu") is not None

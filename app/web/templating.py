@@ -1,0 +1,78 @@
+"""Jinja2 rendering: whole pages or one named block of a page template (an htmx fragment).
+
+One template per page, with named blocks. A full request renders the page; an htmx request
+renders only the block it needs, by calling the compiled block function from
+`Template.blocks` with a fresh template context (what jinja2-fragments does, in a few lines).
+Every render is announced to `Templates.listeners`, so tests assert which template, block and
+context were rendered instead of matching HTML.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from app.web import formatting
+
+
+@dataclass(frozen=True)
+class RenderEvent:
+    """What a render produced: the template, the block (None for the whole page), the context."""
+
+    template: str
+    block: str | None
+    context: Mapping[str, Any]
+
+
+Listener = Callable[[RenderEvent], None]
+
+def json_for_html(value: object) -> Markup:
+    """JSON safe to embed in a <script type="application/json"> or an attribute: <, >, & escaped
+    (and every non-ASCII character, so U+2028/U+2029 cannot end a line inside a script)."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    return Markup(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
+
+
+class Templates:
+    """A Jinja2 environment over `templates/` plus the block renderer and the render hook."""
+
+    def __init__(self, directory: Path, globals_: Mapping[str, Any] | None = None) -> None:
+        self.env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(str(directory)),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+            auto_reload=False,
+            enable_async=False,
+        )
+        self.env.filters.update(formatting.FILTERS)
+        self.env.filters["tojson_html"] = json_for_html
+        self.env.globals.update(globals_ or {})
+        self.listeners: list[Listener] = []
+
+    def render(self, name: str, context: Mapping[str, Any], block: str | None = None) -> str:
+        """Render a page template, or only one of its named blocks."""
+        template = self.env.get_template(name)
+        if block is None:
+            html = template.render(context)
+        else:
+            try:
+                block_func = template.blocks[block]
+            except KeyError:
+                raise LookupError(f"template {name!r} has no block {block!r}") from None
+            html = "".join(block_func(template.new_context(dict(context))))
+        event = RenderEvent(template=name, block=block, context=context)
+        for listener in self.listeners:
+            listener(event)
+        return html
+
+    def render_blocks(self, name: str, context: Mapping[str, Any], blocks: list[str]) -> str:
+        """Several named blocks of one page, concatenated (a fragment plus out-of-band swaps)."""
+        return "".join(self.render(name, context, block) for block in blocks)

@@ -1,0 +1,222 @@
+"""Home, import and compare: turn form input into planning calls and template contexts.
+
+Pasted or uploaded text is size-checked and decoded here; imported logs, config.json files and
+nvidia-smi output become base plan documents in the base store, reached by `/plan?base=<id>`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import UploadFile
+
+from app import planning
+from app.core.errors import InputError
+from app.ingest.catalogue import get_model
+from app.settings import Settings
+from app.web import demo, querystring
+from app.web.bases import BaseStore
+from app.web.views import plan_view
+
+LOG_ROW_KEYS = (
+    ("total_bytes", "total"), ("free_at_start_bytes", "free at start"), ("weights_bytes", "weights"),
+    ("non_torch_bytes", "non-torch"), ("activation_bytes", "activation"), ("cuda_graph_bytes", "CUDA graphs"),
+    ("kv_bytes", "KV"),
+)
+
+
+def _mib(limit: int) -> str:
+    return f"{limit / 1024 / 1024:g}"
+
+
+def home_context(settings: Settings, q: str, active_form: str = "") -> dict[str, Any]:
+    models = planning.catalogue_search(q, limit=12 if not q.strip() else 30)
+    return {
+        "nav": "home", "q": q, "active_form": active_form, "error": None, "field_errors": {},
+        "models": [{**m, "url": querystring.page_url("/plan", {"model": m["slug"]})} for m in models],
+        "examples": demo.EXAMPLES if settings.demo_data else (),
+        "model_options": [(m["slug"], m["name"]) for m in planning.catalogue_search("", limit=200)],
+        "default_model": "llama-3.1-70b", "max_log_mib": _mib(settings.max_log_bytes),
+    }
+
+
+def home_json(q: str) -> dict[str, Any]:
+    return {
+        "models": planning.catalogue_search(q, limit=30),
+        "examples": [{"title": e.title, "description": e.description, "url": e.url} for e in demo.EXAMPLES],
+    }
+
+
+def upload_text(text: str, file: UploadFile | None, limit: int, field: str) -> str:
+    """The pasted text, or the uploaded file's text (UTF-8, undecodable bytes replaced)."""
+    if file is not None and file.filename:
+        data = file.file.read(limit + 1)
+        if len(data) > limit:
+            raise InputError(field, f"the file is larger than {_mib(limit)} MiB")
+        return data.decode("utf-8", errors="replace")
+    if len(text.encode()) > limit:
+        raise InputError(field, f"the text is larger than {_mib(limit)} MiB")
+    return text
+
+
+def log_text(text: str, file: UploadFile | None, limit: int) -> str:
+    content = upload_text(text, file, limit, "log")
+    if not content.strip():
+        raise InputError("log", "paste a vLLM startup log or choose a log file")
+    return content
+
+
+def base_plan_url(doc: Mapping[str, Any], bases: BaseStore) -> str:
+    return querystring.page_url("/plan", {"base": bases.put(doc)})
+
+
+def _run_plan_link(
+    parsed: Mapping[str, Any], index: int, config: Mapping[str, object] | None, bases: BaseStore
+) -> dict[str, Any]:
+    try:
+        doc = planning.plan_from_log_run(parsed, index, config)
+    except InputError as exc:
+        return {"plan_url": None, "plan_error": exc.message}
+    return {"plan_url": base_plan_url(doc, bases), "plan_error": None}
+
+
+def _scalars(section: object) -> dict[str, object]:
+    """The stated scalar fields of a parsed-log section (evidence and tolerances left out)."""
+    if not isinstance(section, Mapping):
+        return {}
+    return {k: v for k, v in section.items() if isinstance(v, str | int | float)}
+
+
+def import_runs(
+    parsed: Mapping[str, Any], config: Mapping[str, object] | None, bases: BaseStore
+) -> list[dict[str, Any]]:
+    """Each parsed run with its display pieces and a link to a plan made from it."""
+    runs = []
+    for index, run in enumerate(parsed.get("runs") or []):
+        version = run.get("version") or {}
+        stated = run.get("vllm_version")
+        inferred = f"{version.get('inferred_min') or '?'} – <{version.get('inferred_max_exclusive') or '?'}"
+        settings = _scalars(run.get("settings"))
+        runs.append({
+            "index": index, "run": run, "version_text": stated or f"not stated (inferred {inferred})",
+            "settings": settings, "engine": _scalars(run.get("engine")),
+            **_run_plan_link(parsed, index, config, bases),
+        })
+    return runs
+
+
+def import_context(settings: Settings, active_form: str = "", model_slug: str = "") -> dict[str, Any]:
+    return {"nav": "import", "active_form": active_form, "error": None, "field_errors": {}, "runs": None,
+            "row_keys": LOG_ROW_KEYS, "max_log_mib": _mib(settings.max_log_bytes), "findings": [],
+            "model_slug": model_slug,
+            "model_options": [(m["slug"], m["name"]) for m in planning.catalogue_search("", limit=200)]}
+
+
+def catalogue_config(slug: str) -> dict[str, object] | None:
+    """The config.json of a catalogue model, or None for no slug."""
+    if not slug:
+        return None
+    try:
+        return get_model(slug).config_dict()
+    except KeyError:
+        raise InputError("model", f"no catalogue model {slug!r}") from None
+
+
+def import_log(text: str, model_slug: str) -> tuple[dict[str, Any], dict[str, object] | None]:
+    """Parse a log (with the chosen catalogue model's config for residuals, if any)."""
+    config = catalogue_config(model_slug)
+    return planning.import_log(text, config), config
+
+
+def import_preview(
+    parsed: Mapping[str, Any], config: Mapping[str, object] | None, bases: BaseStore
+) -> dict[str, Any]:
+    return {"runs": import_runs(parsed, config, bases), "findings": parsed.get("findings") or []}
+
+
+def import_json(parsed: Mapping[str, Any], config: Mapping[str, object] | None, bases: BaseStore) -> dict[str, Any]:
+    """The parsed log plus, per run, the URL of the plan made from it (or why there is none)."""
+    out = dict(parsed)
+    out["plans"] = [{"run": r["index"], "url": r["plan_url"], "error": r["plan_error"]}
+                    for r in import_runs(parsed, config, bases)]
+    return out
+
+
+def config_document(text: str, file: UploadFile | None, gpu_total: str, name: str, limit: int) -> dict[str, Any]:
+    """A plan document for a pasted or uploaded config.json on GPUs of the given memory."""
+    content = upload_text(text, file, limit, "config")
+    try:
+        config = json.loads(content)
+    except json.JSONDecodeError as exc:
+        raise InputError("config", f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    if not isinstance(config, dict):
+        raise InputError("config", "a config.json must be a JSON object")
+    model: dict[str, Any] = {"config": config}
+    if name.strip():
+        model["name"] = name.strip()[:120]
+    doc = {"model": model, "gpu": {"total": gpu_total.strip() or "80GiB"}}
+    planning.run_plan(doc, with_levers=False)  # validate now: errors show on the form, not later
+    return doc
+
+
+def nvidia_smi_document(text: str, model: str) -> dict[str, Any]:
+    """A plan on the GPUs nvidia-smi lists: estimated rows on the smallest total and free memory.
+
+    One TP group over all listed GPUs when the model allows that degree, else TP1 on each.
+    """
+    if not text.strip():
+        raise InputError("nvidia_smi", "paste the output of nvidia-smi")
+    parsed = planning.import_nvidia_smi(text)
+    gpus = [g for g in parsed.get("gpus") or [] if isinstance(g, Mapping) and isinstance(g.get("total_bytes"), int)]
+    if not gpus:
+        raise InputError("nvidia_smi", "no GPU with its total memory was found in that text")
+    gpu: dict[str, Any] = {"total": min(g["total_bytes"] for g in gpus), "count": len(gpus)}
+    free = [g["free_at_start_bytes"] for g in gpus if isinstance(g.get("free_at_start_bytes"), int)]
+    if free:
+        gpu["free_at_start"] = min(free)
+    if isinstance(gpus[0].get("name"), str):
+        gpu["name"] = gpus[0]["name"][:120]
+    doc: dict[str, Any] = {"model": {"catalogue": model or "llama-3.1-8b"}, "gpu": gpu}
+    if len(gpus) in planning.allowed_tp(doc):
+        doc["layout"] = {"tp": len(gpus)}
+    planning.run_plan(doc, with_levers=False)  # validate now: errors show on the form
+    return doc
+
+
+def _side(text: str, bases: BaseStore, side: str) -> dict[str, Any]:
+    """One side of a comparison: the result of a plan URL or query string, with its canonical URL."""
+    try:
+        view = plan_view(querystring.from_text(text), bases, levers=False)
+    except InputError as exc:
+        raise exc.under(side) from None
+    return {**view.result, "url": view.url}
+
+
+def compare_form_context(a: str, b: str) -> dict[str, Any]:
+    return {"nav": "compare", "a": a, "b": b, "error": None, "field_errors": {}, "comparison": None,
+            "side_a": None, "side_b": None}
+
+
+def compare_context(a: str, b: str, bases: BaseStore) -> dict[str, Any]:
+    if not a.strip() or not b.strip():
+        return {}
+    result_a, result_b = _side(a, bases, "a"), _side(b, bases, "b")
+    return {"comparison": planning.compare(result_a, result_b), "side_a": result_a, "side_b": result_b}
+
+
+def compare_json(a: str, b: str, bases: BaseStore) -> dict[str, Any]:
+    if not a.strip() or not b.strip():
+        raise InputError("a" if not a.strip() else "b", "give two plans: a and b (plan URLs or query strings)")
+    context = compare_context(a, b, bases)
+    return {**context["comparison"], "a_url": context["side_a"]["url"], "b_url": context["side_b"]["url"]}
+
+
+def docs_context(openapi: Mapping[str, Any]) -> dict[str, Any]:
+    operations = []
+    for path, methods in (openapi.get("paths") or {}).items():
+        for method, op in methods.items():
+            operations.append({"method": method.upper(), "path": path, "summary": op.get("summary", ""),
+                               "description": op.get("description", "")})
+    return {"nav": "docs", "operations": operations, "title": openapi.get("info", {}).get("title", "")}

@@ -1,0 +1,105 @@
+/* KV Ledger: draw charts from embedded JSON, keep slider read-outs live, copy buttons.
+ * Everything here is progressive enhancement: without it the pages still read and submit. */
+(function () {
+  "use strict";
+
+  var PLOT_CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
+
+  function drawCharts(root) {
+    if (!window.Plotly) { return; }
+    var charts = root.querySelectorAll ? root.querySelectorAll("[data-chart]") : [];
+    Array.prototype.forEach.call(charts, function (el) {
+      var source = document.getElementById(el.getAttribute("data-chart"));
+      if (!source) { return; }
+      var figure = JSON.parse(source.textContent);
+      window.Plotly.react(el, figure.data, figure.layout, PLOT_CONFIG).then(function () {
+        el.setAttribute("data-drawn", source.getAttribute("data-version") || "1");
+      });
+    });
+  }
+
+  function showValue(input) {
+    var out = document.getElementById(input.getAttribute("data-output"));
+    if (!out) { return; }
+    var digits = parseInt(input.getAttribute("data-digits") || "0", 10);
+    var value = parseFloat(input.value);
+    out.textContent = isNaN(value) ? input.value
+      : value.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+  }
+
+  function copyText(button) {
+    var target = document.getElementById(button.getAttribute("data-copy"));
+    if (!target) { return; }
+    var text = target.textContent.trim();
+    var done = function () {
+      var label = button.textContent;
+      button.textContent = "Copied";
+      button.classList.add("copied");
+      setTimeout(function () { button.textContent = label; button.classList.remove("copied"); }, 1500);
+    };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(done, function () { selectAndCopy(target); done(); });
+    } else {
+      selectAndCopy(target);
+      done();
+    }
+  }
+
+  function selectAndCopy(node) {
+    var range = document.createRange();
+    range.selectNodeContents(node);
+    var selection = window.getSelection();
+    selection.removeAllRanges();
+    selection.addRange(range);
+    try { document.execCommand("copy"); } catch (e) { /* the text stays selected for Ctrl+C */ }
+  }
+
+  document.addEventListener("input", function (event) {
+    var el = event.target;
+    if (el.matches && el.matches("input[data-output]")) { showValue(el); }
+    if (el.matches && el.matches("[data-full-submit]")) {
+      // A model change re-renders the whole form (allowed TP degrees change): no htmx fragment.
+      event.stopPropagation();
+    }
+  }, true);
+
+  document.addEventListener("change", function (event) {
+    var el = event.target;
+    if (el.matches && el.matches("[data-full-submit]") && el.form) { el.form.submit(); }
+  });
+
+  // "Compare": A is the plan as this page was first opened, B the current (slider-moved) URL.
+  var openedUrl = window.location.pathname + window.location.search;
+
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest ? event.target.closest("[data-copy]") : null;
+    if (button) { event.preventDefault(); copyText(button); return; }
+    var compare = event.target.closest ? event.target.closest("a[data-compare-link]") : null;
+    if (compare) {
+      var current = window.location.pathname + window.location.search;
+      compare.href = "/compare?a=" + encodeURIComponent(openedUrl) + "&b=" + encodeURIComponent(current);
+    }
+  });
+
+  // htmx fires htmx:load on every piece of new content (in the document, unlike the swap events
+  // of an outerHTML target, which is detached by then). Redraw all charts once per frame from the
+  // embedded JSON; Plotly.react diffs against the (preserved) chart element.
+  var pending = false;
+  function scheduleDraw() {
+    if (pending) { return; }
+    pending = true;
+    window.requestAnimationFrame(function () { pending = false; drawCharts(document); });
+  }
+  document.addEventListener("htmx:load", scheduleDraw);
+
+  function start() {
+    document.documentElement.classList.add("js");
+    drawCharts(document);
+    Array.prototype.forEach.call(document.querySelectorAll("input[data-output]"), showValue);
+  }
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", start);
+  } else {
+    start();
+  }
+})();

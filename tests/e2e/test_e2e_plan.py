@@ -1,0 +1,140 @@
+"""The plan page in a real browser: keyboard sliders, htmx swaps, charts, URL state, screenshots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+PLAN = "/plan?model=llama-3.1-70b&tp=4"
+POOL_KV = "() => JSON.stringify(document.getElementById('chart-pool').data.find(t => t.name === 'KV (usable)').y)"
+
+
+def _open_plan(page: Any, url: str) -> None:
+    page.goto(url)
+    page.wait_for_selector("#chart-pool[data-drawn]", state="attached")
+
+
+def _tokens(page: Any) -> str:
+    text: str = page.inner_text("#adm-tokens")
+    return text
+
+
+def test_keyboard_slider_recomputes_charts_and_url(page: Any) -> None:
+    _open_plan(page, PLAN)
+    tokens_before, chart_before = _tokens(page), page.evaluate(POOL_KV)
+    assert page.input_value("#f-util") == "0.92"
+
+    page.focus("#f-util")
+    page.keyboard.press("ArrowRight")
+    page.wait_for_url("**/plan?model=llama-3.1-70b&tp=4&util=0.93")
+    page.wait_for_function("before => document.querySelector('#adm-tokens').textContent.trim() !== before",
+                           arg=tokens_before)
+    page.wait_for_function(f"before => ({POOL_KV})() !== before", arg=chart_before)
+    assert page.inner_text("#out-util") == "0.93"
+    assert page.evaluate("() => document.activeElement.id") == "f-util"
+
+    page.keyboard.press("ArrowLeft")
+    page.keyboard.press("ArrowLeft")
+    page.wait_for_url("**/plan?model=llama-3.1-70b&tp=4&util=0.91")
+    page.wait_for_function("() => document.querySelector('#plan-form').classList.contains('htmx-request') === false")
+    page.wait_for_timeout(300)
+    tokens_after, chart_after = _tokens(page), page.evaluate(POOL_KV)
+    assert tokens_after != tokens_before and chart_after != chart_before
+
+    page.reload()
+    page.wait_for_selector("#chart-pool[data-drawn]", state="attached")
+    assert _tokens(page) == tokens_after
+    assert page.evaluate(POOL_KV) == chart_after
+    assert page.input_value("#f-util") == "0.91"
+
+
+def test_history_is_not_flooded_by_slider_ticks(page: Any) -> None:
+    _open_plan(page, PLAN)
+    length = page.evaluate("() => history.length")
+    page.focus("#f-util")
+    for _ in range(3):
+        page.keyboard.press("ArrowLeft")
+        page.wait_for_timeout(250)
+    page.wait_for_url("**util=0.89")
+    assert page.evaluate("() => history.length") == length
+
+
+def test_invalid_text_shows_inline_error_then_recovers(page: Any) -> None:
+    _open_plan(page, PLAN)
+    page.fill("#f-gpu_total", "lots")
+    page.wait_for_function("() => document.querySelector('#err-gpu_total').textContent.trim() !== ''")
+    assert "lots" in page.inner_text("#err-gpu_total") or page.inner_text("#err-gpu_total")
+    page.fill("#f-gpu_total", "40GiB")
+    page.wait_for_url("**gpu_total=40GiB**")
+    page.wait_for_function("() => document.querySelector('#err-gpu_total').textContent.trim() === ''")
+    page.wait_for_selector("#adm-tokens")
+
+
+def test_large_plan_aggregates_and_loads_levers(page: Any) -> None:
+    page.goto("/plan?ranks=1024&tp=8")
+    page.wait_for_selector("#chart-dist[data-drawn]", state="attached")
+    page.wait_for_selector("#chart-levers[data-drawn]", state="attached")
+    assert page.evaluate("() => document.getElementById('chart-pool').data[0].x.length") <= 3
+
+
+def test_copy_flags_button(page: Any) -> None:
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    _open_plan(page, PLAN)
+    page.click("button[data-copy='flags-text']")
+    page.wait_for_selector("button.copied")
+
+
+def test_reading_works_without_javascript(browser: Any, server_url: str) -> None:
+    context = browser.new_context(java_script_enabled=False, base_url=server_url)
+    page = context.new_page()
+    page.goto(PLAN)
+    assert page.inner_text("#adm-tokens")
+    page.select_option("#f-kv_dtype", "fp8")
+    page.click("button[type=submit]")
+    page.wait_for_url("**/plan?kv_dtype=fp8&model=llama-3.1-70b&tp=4")
+    assert page.inner_text("#adm-tokens")
+    context.close()
+
+
+@pytest.mark.parametrize(
+    ("name", "url"),
+    [("plan-1-rank", "/plan?model=llama-3.1-8b&gpu_total=24GiB&live=4000"),
+     ("plan-64-ranks", "/plan?model=llama-3.1-405b&tp=8&pp=8"),
+     ("plan-seed000", "/plan?base=seed000"),
+     ("plan-1024-ranks", "/plan?ranks=1024&tp=8")],
+)
+def test_screenshots(page: Any, artifacts: Path, name: str, url: str) -> None:
+    page.goto(url)
+    page.wait_for_selector("#chart-pool[data-drawn]", state="attached")
+    page.wait_for_selector("#chart-levers[data-drawn]", state="attached")
+    page.wait_for_timeout(300)
+    page.screenshot(path=str(artifacts / f"{name}.png"), full_page=True)
+    assert (artifacts / f"{name}.png").stat().st_size > 10_000
+
+
+def test_levers_refresh_once_the_slider_rests(page: Any) -> None:
+    levers = "() => JSON.stringify(document.getElementById('chart-levers').data[0].x)"
+    _open_plan(page, PLAN)
+    page.wait_for_selector("#chart-levers[data-drawn]", state="attached")
+    before = page.evaluate(levers)
+    page.focus("#f-util")
+    for _ in range(5):
+        page.keyboard.press("ArrowLeft")
+    page.wait_for_url("**util=0.87")
+    page.wait_for_function(f"before => ({levers})() !== before", arg=before, timeout=5000)
+
+
+def test_compare_link_pins_the_opened_plan_against_the_moved_one(page: Any) -> None:
+    _open_plan(page, PLAN)
+    page.focus("#f-util")
+    page.keyboard.press("ArrowLeft")
+    page.wait_for_url("**util=0.91")
+    page.click("a[data-compare-link]")
+    page.wait_for_url("**/compare?**")
+    assert page.input_value("#cmp-a") == PLAN
+    assert page.input_value("#cmp-b") == PLAN + "&util=0.91"
+    assert page.locator("#compare-results tr[data-key='tokens']").count() == 1
