@@ -122,12 +122,44 @@ def build_plan(doc: PlanDocument, read_log: LogReader | None = None) -> PlanInpu
     )
     if doc.ranks:
         ranks = tuple(_rank_from_doc(i, r) for i, r in enumerate(doc.ranks))
-        estimated = False
+        ranks, estimated = _fill_missing_rows(ranks, model, layout, engine, version)
     else:
         ranks = _estimated_ranks(doc, model, layout, engine, version)
         estimated = True
     plan = PlanInput(model, layout, engine, policy, ranks, version, gpu_total, estimated)
     return _apply_whatif(doc, plan)
+
+
+def _fill_missing_rows(
+    ranks: tuple[RankInput, ...], model: ModelInput, layout: Layout, engine: Engine, version: str
+) -> tuple[tuple[RankInput, ...], bool]:
+    """Estimate the rows a measured rank leaves out (e.g. nvidia-smi gives only total and free).
+
+    Only when the model's shape is known and the rank has no measured KV room; every filled
+    cell is marked estimated. Without a shape, a missing row counts as zero, as written.
+    """
+    if model.shape is None:
+        return ranks, False
+    ctx = EstimateContext(
+        layout.tp,
+        layout.pp,
+        engine.max_num_batched_tokens,
+        engine.max_num_seqs,
+        engine.enforce_eager,
+        rules_for(version),
+    )
+    out, filled = [], False
+    template: tuple[RankInput, ...] = ()
+    for i, rank in enumerate(ranks):
+        rows = ("weights", "non_torch", "cuda_graphs", "activation")
+        if rank.kv_room is not None or rank.total is None or all(getattr(rank, r) is not None for r in rows):
+            out.append(rank)
+            continue
+        template = template or estimate_ranks(model.shape, ctx, rank.total.bytes, None)
+        guess = template[i % len(template)]
+        out.append(replace(rank, **{r: getattr(rank, r) or getattr(guess, r) for r in rows}))
+        filled = True
+    return tuple(out), filled
 
 
 def _estimated_ranks(
@@ -285,10 +317,19 @@ def plan_from_log_run(
     """A plan document with the measured ranks of one run of a parsed log."""
     from app.logplan import document_from_log
 
-    doc: JSON = {"from_log": dict(parsed), "log_run": run_index}
+    doc: JSON = {"from_log": _plain(parsed), "log_run": run_index}
     if model_config is not None:
-        doc["model"] = {"config": dict(model_config)}
+        doc["model"] = {"config": _plain(model_config)}
     return document_from_log(validate_plan(doc), None).model_dump(mode="json", exclude_none=True)
+
+
+def _plain(obj: Any) -> Any:
+    """Plain JSON data (dicts and lists) from read-only mappings and tuples, e.g. catalogue configs."""
+    if isinstance(obj, Mapping):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    return obj
 
 
 def import_nvidia_smi(text: str) -> JSON:

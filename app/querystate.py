@@ -156,20 +156,32 @@ def _get(doc: Mapping[str, object], path: str) -> object:
 
 
 def query_from_plan(doc: Mapping[str, object], base: Mapping[str, object] | None = None) -> dict[str, str]:
-    """The canonical flat query of a document built by plan_from_query (defaults dropped)."""
+    """The canonical flat query of a document built by plan_from_query (defaults dropped).
+
+    A value is dropped when it equals what the document would have without it: the base
+    document's own value when the base states one, else the global default.
+    """
     out: dict[str, str] = {}
     for key, (path, kind) in FIELDS.items():
         value = _get(doc, path)
-        if key in WHATIF_KEYS and _get(doc, f"whatif.{WHATIF_KEYS[key]}") is not None:
-            value = _get(doc, f"whatif.{WHATIF_KEYS[key]}")
-        if value is None or (base is not None and value == _get(base, path)):
+        whatif = _get(doc, f"whatif.{WHATIF_KEYS[key]}") if key in WHATIF_KEYS else None
+        if whatif is not None:
+            value = whatif
+        if value is None:
             continue
-        text = canonical_value(key, str(value)) if kind != "str" else str(value)
-        if STATIC_DEFAULTS.get(key) == text:
+        text = _text(key, kind, value)
+        reference = _get(base, path) if base is not None else None
+        if reference is not None:
+            if _text(key, kind, reference) != text:
+                out[key] = text
             continue
-        if base is None and (
-            (key == "model" and text == DEFAULT_MODEL) or (key == "gpu_total" and text == DEFAULT_GPU_TOTAL)
-        ):
-            continue
-        out[key] = text
+        defaults = {STATIC_DEFAULTS.get(key)}
+        if base is None:
+            defaults |= {DEFAULT_MODEL if key == "model" else None, DEFAULT_GPU_TOTAL if key == "gpu_total" else None}
+        if text not in defaults:
+            out[key] = text
     return out
+
+
+def _text(key: str, kind: str, value: object) -> str:
+    return canonical_value(key, str(value)) if kind != "str" else str(value)

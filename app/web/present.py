@@ -114,7 +114,7 @@ def page_context(
         "nav": "plan", "result": None, "error": None, "field_errors": {}, "charts": {}, "kpis": [],
         "admission": [], "rank_rows": [], "rank_columns": [], "rank_note": "", "rows_kind": "",
         "base_id": query.get("base"), "json_url": querystring.page_url("/plan.json", query),
-        "compare_url": "", "chart_version": "", "error_codes": ERROR_CODES, "url": "", "levers_url": "",
+        "compare_url": "", "sim_url": "", "chart_version": "", "error_codes": ERROR_CODES, "url": "", "levers_url": "",
         **form_context(query, result, has_base),
     }
 
@@ -255,6 +255,7 @@ def plan_context(view: PlanView) -> dict[str, Any]:
         rank_rows=rows, rank_note=note, rank_columns=[label for _, label in RANK_COLUMNS],
         rows_kind=rows_kind(result), json_url=querystring.page_url("/plan.json", view.query),
         compare_url=querystring.page_url("/compare", {"a": view.url, "b": view.url}),
+        sim_url=querystring.page_url("/sim", view.query),
         chart_version=hashlib.sha1(view.url.encode()).hexdigest()[:10], url=view.url,
         levers_url=querystring.page_url("/plan/levers", view.query),
     )

@@ -162,9 +162,8 @@ def config_document(text: str, file: UploadFile | None, gpu_total: str, name: st
 
 
 def nvidia_smi_document(text: str, model: str) -> dict[str, Any]:
-    """A plan on the GPUs nvidia-smi lists: estimated rows on the smallest total and free memory.
-
-    One TP group over all listed GPUs when the model allows that degree, else TP1 on each.
+    """A plan on the GPUs nvidia-smi lists: each GPU's measured total and free memory, the other
+    rows estimated from the model (one TP group over all GPUs when the model allows that degree).
     """
     if not text.strip():
         raise InputError("nvidia_smi", "paste the output of nvidia-smi")
@@ -172,14 +171,15 @@ def nvidia_smi_document(text: str, model: str) -> dict[str, Any]:
     gpus = [g for g in parsed.get("gpus") or [] if isinstance(g, Mapping) and isinstance(g.get("total_bytes"), int)]
     if not gpus:
         raise InputError("nvidia_smi", "no GPU with its total memory was found in that text")
-    gpu: dict[str, Any] = {"total": min(g["total_bytes"] for g in gpus), "count": len(gpus)}
-    free = [g["free_at_start_bytes"] for g in gpus if isinstance(g.get("free_at_start_bytes"), int)]
-    if free:
-        gpu["free_at_start"] = min(free)
-    if isinstance(gpus[0].get("name"), str):
-        gpu["name"] = gpus[0]["name"][:120]
-    doc: dict[str, Any] = {"model": {"catalogue": model or "llama-3.1-8b"}, "gpu": gpu}
-    if len(gpus) in planning.allowed_tp(doc):
+    ranks: list[dict[str, Any]] = []
+    for i, g in enumerate(gpus):
+        rank: dict[str, Any] = {"label": f"GPU{g.get('index', i)}", "total": g["total_bytes"]}
+        if isinstance(g.get("free_at_start_bytes"), int):
+            rank["free_at_start"] = g["free_at_start_bytes"]
+        ranks.append(rank)
+    doc: dict[str, Any] = {"model": {"catalogue": model or "llama-3.1-8b"}, "ranks": ranks}
+    probe = {"model": doc["model"], "gpu": {"total": gpus[0]["total_bytes"]}}
+    if len(gpus) in planning.allowed_tp(probe):
         doc["layout"] = {"tp": len(gpus)}
     planning.run_plan(doc, with_levers=False)  # validate now: errors show on the form
     return doc
