@@ -8,6 +8,7 @@ the core and returns the JSON contract. Errors are `InputError`s naming the fiel
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Mapping
@@ -43,7 +44,7 @@ def resolve_model(doc: PlanDocument) -> ModelInput:
             entry = get_model(spec.catalogue)
         except KeyError as exc:
             raise InputError("model.catalogue", str(exc.args[0]) if exc.args else "unknown model") from None
-        shape = _shape(entry.config, "model.catalogue")
+        shape = _catalogue_shape(entry.slug)
         return ModelInput(
             shape=shape, name=spec.name or entry.hf_id, source=f"catalogue:{entry.slug}", sha256=entry.sha256
         )
@@ -57,6 +58,14 @@ def resolve_model(doc: PlanDocument) -> ModelInput:
         sha256=sha,
         multimodal="vision_config" in config,
     )
+
+
+@functools.lru_cache(maxsize=128)
+def _catalogue_shape(slug: str) -> ModelShape:
+    """A catalogue model's shape, parsed once (the catalogue is read-only package data)."""
+    from app.ingest.catalogue import get_model
+
+    return _shape(get_model(slug).config, "model.catalogue")
 
 
 def _str(value: object) -> str | None:
@@ -194,20 +203,19 @@ def _apply_whatif(doc: PlanDocument, plan: PlanInput) -> PlanInput:
 
 
 def allowed_tp_for(plan: PlanInput, limit: int = 64) -> tuple[int, ...]:
-    """TP degrees vLLM accepts for the plan's model (powers of two and other divisors up to limit)."""
+    """TP degrees vLLM accepts for the plan's model (every valid degree up to limit)."""
     shape = plan.model.shape
     if shape is None:
         return (1, 2, 4, 8)
+    return _allowed_tp(shape, plan.layout.pp, plan.engine.kv_cache_dtype, plan.engine.block_size, limit)
+
+
+@functools.lru_cache(maxsize=256)
+def _allowed_tp(shape: ModelShape, pp: int, dtype: str, block_size: int, limit: int) -> tuple[int, ...]:
     out = []
     for tp in range(1, limit + 1):
         try:
-            rank_kv(
-                shape,
-                tp=tp,
-                pp=plan.layout.pp,
-                kv_cache_dtype=plan.engine.kv_cache_dtype,
-                block_size=plan.engine.block_size,
-            )
+            rank_kv(shape, tp=tp, pp=pp, kv_cache_dtype=dtype, block_size=block_size)
         except InputError:
             continue
         out.append(tp)

@@ -20,6 +20,7 @@ vLLM is the spec (upstream @52a31ccec unless a line says otherwise):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -76,7 +77,7 @@ class ModelShape:
     def is_mla(self) -> bool:
         return self.mla_latent_dim is not None
 
-    @property
+    @functools.cached_property
     def attention_layers(self) -> int:
         return sum(1 for kind in self.layer_kinds if kind in ATTENTION_KINDS)
 
