@@ -1,0 +1,343 @@
+"""Saved plans and the database behind them: the service between the web layer and `app.db`.
+
+Theory of operation. A saved plan is a plan document plus the JSON result the core computed
+for it when it was saved (its *summary*) and that core's version. Saving validates and runs
+the document first (CPU, outside any transaction), then stores it in one short write
+transaction (`run_write`: SQLite's write lock is taken at BEGIN, so concurrent savers queue
+instead of failing). Opening a saved plan reads it back, recomputes the same document with
+today's core, and compares the two results key by key: if anything moved, the differences
+are listed in plain words (core version, which result keys changed and by how much). The page
+shows the saved numbers — the record a colleague shared — with that comparison beside them.
+
+Deployments and ledgers (history, diff, alerts, export/import) live in `app.saving_history`,
+importing a log as a ledger in `app.saving_logs`, `prepare_database` (migrations plus demo
+data) in `app.saving_demo`; all are re-exported here.
+No HTTP in this module: errors are `InputError` (bad input, with a field) or the repository's
+`NotFound`/`Conflict`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from app import __version__ as CORE_VERSION
+from app import planning
+from app.core.errors import InputError
+from app.db import repository as repo
+from app.db.models import SavedPlan
+from app.db.session import is_sqlite, make_engine, make_sessionmaker, run_write, sqlite_path
+from app.settings import Settings
+
+JSON = dict[str, Any]
+#: Result keys that are bookkeeping, not numbers to compare between the saved and today's result.
+IGNORED_KEYS = frozenset({"core_version"})
+#: At most this many differences are listed in words (the JSON twin lists all).
+MAX_WORDS = 12
+MAX_TITLE_CHARS = 300
+
+
+@dataclass(frozen=True)
+class Database:
+    """An engine and its read and write session factories (kept on `app.state`)."""
+
+    engine: Engine
+    read: sessionmaker[Session]
+    write: sessionmaker[Session]
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def open_database(settings: Settings) -> Database:
+    """Engine and session factories for `settings.database_url` (the schema is not touched)."""
+    url = settings.database_url
+    kwargs: dict[str, Any] = {}
+    if not is_sqlite(url) or sqlite_path(url) is not None:  # not for in-memory SQLite's pool
+        kwargs = {"pool_size": 10, "max_overflow": 30, "pool_timeout": 60}
+    engine = make_engine(url, busy_timeout_ms=settings.sqlite_busy_timeout_ms, **kwargs)
+    return Database(engine, make_sessionmaker(engine), make_sessionmaker(engine, write=True))
+
+
+# ---------------------------------------------------------------- saving
+
+
+@dataclass(frozen=True)
+class Saved:
+    slug: str
+    parent_slug: str | None
+    result: JSON
+
+
+def plan_title(doc: Mapping[str, Any], result: Mapping[str, Any], title: str = "") -> str:
+    """The title to store: the one given, else the document's, else the model's name."""
+    for candidate in (title, doc.get("title"), (result.get("model") or {}).get("name")):
+        if isinstance(candidate, str) and candidate.strip():
+            return candidate.strip()[:MAX_TITLE_CHARS]
+    return "Untitled plan"
+
+
+def save_document(
+    factory: sessionmaker[Session], doc: object, title: str = "", parent_slug: str | None = None
+) -> Saved:
+    """Validate and compute `doc`, then store it as a new immutable version; InputError when
+    the document is invalid, NotFound when `parent_slug` names no saved plan."""
+    if not isinstance(doc, Mapping):
+        raise InputError("", "a plan document must be a JSON object")
+    if "\x00" in title:
+        raise InputError("title", "the title contains a NUL character")
+    result = planning.run_plan(dict(doc))
+    parent = parent_slug.strip() if parent_slug else None
+
+    def work(session: Session) -> str:
+        given = title.strip() or doc.get("title")
+        if parent and not (isinstance(given, str) and given.strip()):
+            given = repo.get_plan(session, parent).title  # a new version keeps its plan's title
+        name = plan_title(doc, result, given if isinstance(given, str) else "")
+        return repo.save_plan(session, dict(doc), result, CORE_VERSION, name, parent or None)
+
+    try:
+        slug = run_write(factory, work)
+    except repo.InvalidInput as exc:
+        raise InputError("document", str(exc)) from None
+    return Saved(slug, parent or None, result)
+
+
+# ---------------------------------------------------------------- opening
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One leaf of the result that differs between the saved and today's computation."""
+
+    key: str
+    saved: Any
+    today: Any
+
+    @property
+    def delta(self) -> float | int | None:
+        if _is_number(self.saved) and _is_number(self.today):
+            value: float | int = self.today - self.saved
+            return value
+        return None
+
+    def as_json(self) -> JSON:
+        return {"key": self.key, "saved": self.saved, "today": self.today, "delta": self.delta}
+
+
+@dataclass(frozen=True)
+class Recomputed:
+    """Today's computation of a saved document, compared with the saved summary."""
+
+    core_version: str
+    result: JSON | None
+    error: str | None
+    differences: tuple[Difference, ...] = ()
+    words: tuple[str, ...] = ()
+
+    @property
+    def same(self) -> bool:
+        return self.error is None and not self.differences
+
+    def as_json(self) -> JSON:
+        return {
+            "core_version": self.core_version,
+            "same": self.same,
+            "error": self.error,
+            "explanation": list(self.words),
+            "differences": [d.as_json() for d in self.differences],
+        }
+
+
+@dataclass(frozen=True)
+class OpenedPlan:
+    record: repo.PlanRecord
+    versions: tuple[repo.PlanSummary, ...]
+    recomputed: Recomputed = field(repr=False)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _leaves(value: Any, path: str, out: dict[str, Any]) -> None:
+    """Flatten nested JSON to `path → scalar` (lists by index; ranks by their label)."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            _leaves(item, f"{path}.{key}" if path else str(key), out)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            label = item.get("rank") if isinstance(item, Mapping) and path == "ranks" else i
+            _leaves(item, f"{path}[{label}]", out)
+    else:
+        out[path] = value
+
+
+def differences(saved: Mapping[str, Any], today: Mapping[str, Any]) -> tuple[Difference, ...]:
+    """Every leaf of two results that differs (floats compared to 1e-9 relative)."""
+    a: dict[str, Any] = {}
+    b: dict[str, Any] = {}
+    _leaves({k: v for k, v in saved.items() if k not in IGNORED_KEYS}, "", a)
+    _leaves({k: v for k, v in today.items() if k not in IGNORED_KEYS}, "", b)
+    found = []
+    for key in [*a, *(k for k in b if k not in a)]:
+        old, new = a.get(key), b.get(key)
+        if isinstance(old, int | float) and isinstance(new, int | float) and math.isclose(old, new, rel_tol=1e-9):
+            continue
+        if old != new or (key in a) != (key in b):
+            found.append(Difference(key, old, new))
+    return tuple(found)
+
+
+def _show(key: str, value: Any) -> str:
+    if value is None:
+        return "none"
+    if _is_number(value) and key.endswith("_bytes"):
+        return f"{value / 1024**3:,.2f} GiB"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.4g}"
+    text = str(value)
+    return text if len(text) <= 80 else text[:77] + "…"
+
+
+def _difference_words(diff: Difference) -> str:
+    text = f"{diff.key}: {_show(diff.key, diff.saved)} → {_show(diff.key, diff.today)}"
+    delta = diff.delta
+    if delta is not None:
+        sign = "+" if delta > 0 else "−"
+        text += f" ({sign}{_show(diff.key, abs(delta))}"
+        if _is_number(diff.saved) and diff.saved:
+            text += f", {sign}{abs(delta) / abs(diff.saved):.1%}"
+        text += ")"
+    return text
+
+
+def explain(saved_core: str, diffs: Sequence[Difference]) -> tuple[str, ...]:
+    """Plain words for why today's numbers differ from the saved ones."""
+    if not diffs:
+        return ()
+    words = []
+    if saved_core != CORE_VERSION:
+        words.append(f"this plan was computed by core {saved_core}; today's core is {CORE_VERSION}")
+    else:
+        words.append(f"same core version ({CORE_VERSION}), but its inputs (catalogue or defaults) changed")
+    groups: dict[str, int] = {}
+    for diff in diffs:
+        head = diff.key.split("[", 1)[0].split(".", 1)[0]
+        groups[head] = groups.get(head, 0) + 1
+    words.append("changed: " + ", ".join(f"{key} ({n})" if n > 1 else key for key, n in groups.items()))
+    top = [d for d in diffs if "." not in d.key and "[" not in d.key] or list(diffs)
+    words += [_difference_words(d) for d in top[: MAX_WORDS - 2]]
+    return tuple(words)
+
+
+def recompute(record: repo.PlanRecord) -> Recomputed:
+    """Run the saved document through today's core and compare with the saved summary."""
+    try:
+        today = planning.run_plan(record.document)
+    except InputError as exc:
+        return Recomputed(CORE_VERSION, None, f"today's core cannot compute this plan: {exc.message} ({exc.field})")
+    saved = record.summary if isinstance(record.summary, Mapping) else {}
+    diffs = differences(saved, today)
+    return Recomputed(CORE_VERSION, today, None, diffs, explain(record.core_version, diffs))
+
+
+def open_plan(session: Session, slug: str) -> OpenedPlan:
+    """A saved plan, its version chain (first version first) and today's recomputation."""
+    record = repo.get_plan(session, slug)
+    versions = tuple(repo.plan_versions(session, slug))
+    return OpenedPlan(record, versions, recompute(record))
+
+
+def children(session: Session, slug: str, limit: int = 20) -> list[repo.PlanSummary]:
+    """Newer versions made from this plan (its direct children), newest first (one indexed query
+    on ``saved_plan.parent_id``)."""
+    parent = select(SavedPlan.id).where(SavedPlan.slug == slug).scalar_subquery()
+    rows = session.execute(
+        select(SavedPlan.slug, SavedPlan.title, SavedPlan.core_version, SavedPlan.created_at)
+        .where(SavedPlan.parent_id == parent)
+        .order_by(SavedPlan.created_at.desc(), SavedPlan.id.desc())
+        .limit(limit)
+    ).all()
+    return [repo.PlanSummary(r.slug, slug, r.title, r.core_version, _utc(r.created_at)) for r in rows]
+
+
+def _utc(value: dt.datetime) -> dt.datetime:
+    """Stored datetimes are UTC; SQLite hands them back naive."""
+    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+
+
+def plan_json(opened: OpenedPlan, url: str) -> JSON:
+    """The JSON twin of a saved plan: the saved result keys (as `kvledger plan --json`), plus
+    the slug, parent, creation time, core version, the version chain and today's comparison."""
+    record = opened.record
+    summary = dict(record.summary) if isinstance(record.summary, Mapping) else {}
+    return {
+        **summary,
+        "slug": record.slug,
+        "url": url,
+        "title": record.title,
+        "parent": record.parent_slug,
+        "created_at": record.created_at.isoformat(),
+        "core_version": record.core_version,
+        "document": record.document,
+        "versions": [v.slug for v in opened.versions],
+        "recomputed": opened.recomputed.as_json(),
+    }
+
+
+def summary_json(plan: repo.PlanSummary) -> JSON:
+    return {
+        "slug": plan.slug,
+        "url": f"/p/{plan.slug}",
+        "title": plan.title,
+        "parent": plan.parent_slug,
+        "core_version": plan.core_version,
+        "created_at": plan.created_at.isoformat(),
+    }
+
+
+# Re-exports: the rest of the service.
+from app.saving_demo import prepare_database  # noqa: E402
+from app.saving_history import (  # noqa: E402
+    DeploymentIn,
+    create_deployment,
+    deployment_history,
+    export_deployment,
+    import_deployment,
+    ledger_diff,
+    ledger_view,
+)
+from app.saving_logs import import_log_ledger, ledger_from_log  # noqa: E402
+
+__all__ = [
+    "CORE_VERSION",
+    "Database",
+    "DeploymentIn",
+    "OpenedPlan",
+    "Recomputed",
+    "Saved",
+    "children",
+    "create_deployment",
+    "deployment_history",
+    "export_deployment",
+    "import_deployment",
+    "import_log_ledger",
+    "ledger_diff",
+    "ledger_from_log",
+    "ledger_view",
+    "open_database",
+    "open_plan",
+    "plan_json",
+    "prepare_database",
+    "save_document",
+    "summary_json",
+]

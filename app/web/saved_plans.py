@@ -1,0 +1,135 @@
+"""Saved plans: permanent links `/p/{slug}`, their JSON twins, saving from the API and from a
+what-if URL, and the list of recent plans. Saved plans are immutable: every method other than
+GET on a saved plan's address answers 405.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Form, Query, Request
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+from sqlalchemy.orm import Session, sessionmaker
+from starlette.exceptions import HTTPException
+
+from app import saving
+from app.core.errors import InputError
+from app.db import repository as repo
+from app.web import querystring, saved_present, views
+from app.web.bases import BaseStore
+from app.web.responses import expect_page, render
+from app.web.saved_deps import SessionDep, WriteGuard, WriterDep, database, domain_errors
+
+router = APIRouter()
+IMMUTABLE = "Saved plans are immutable: edit it as a what-if and save a new version (it links back to this one)."
+NOT_GET = ["POST", "PUT", "PATCH", "DELETE"]
+
+PlanBody = Annotated[
+    dict[str, Any],
+    Body(
+        description="A plan document, the same JSON as `kvledger plan`.",
+        examples=[{"model": {"catalogue": "llama-3.1-70b"}, "gpu": {"total": "80 GiB"}, "layout": {"tp": 4}}],
+    ),
+]
+
+
+@router.post("/api/v1/plans", tags=["api"], status_code=201, dependencies=[WriteGuard],
+             summary="Save a plan document; its permanent slug and URL plus the result")
+def api_save_plan(
+    request: Request,
+    writer: WriterDep,
+    doc: PlanBody,
+    parent: Annotated[str | None, Query(description="slug of the version this one edits")] = None,
+    title: Annotated[str, Query(max_length=300)] = "",
+) -> JSONResponse:
+    with domain_errors("document"):
+        saved = saving.save_document(writer, doc, title, parent)
+    url = f"/p/{saved.slug}"
+    body = {**saved.result, "slug": saved.slug, "url": url, "absolute_url": str(request.base_url).rstrip("/") + url,
+            "parent": saved.parent_slug}
+    return JSONResponse(body, status_code=201, headers={"Location": url})
+
+
+@router.get("/api/v1/plans/{slug}", tags=["api"], summary="A saved plan (the same JSON as /p/{slug}.json)")
+def api_get_plan(slug: str, session: SessionDep) -> JSONResponse:
+    with domain_errors():
+        opened = saving.open_plan(session, slug)
+    return JSONResponse(saving.plan_json(opened, f"/p/{slug}"))
+
+
+@router.api_route("/api/v1/plans/{slug}", methods=["PUT", "PATCH", "DELETE"], include_in_schema=False)
+@router.api_route("/p/{slug}.json", methods=NOT_GET, include_in_schema=False)
+@router.api_route("/p/{slug}", methods=NOT_GET, include_in_schema=False)
+def immutable(slug: str) -> Response:
+    raise HTTPException(405, IMMUTABLE, headers={"Allow": "GET"})
+
+
+@router.get("/p", include_in_schema=False)
+def saved_list(request: Request, session: SessionDep) -> Response:
+    spec = expect_page(request, "pages/saved_plans.html", saved_present.saved_list_context([], request))
+    with domain_errors():
+        plans = repo.list_recent_plans(session, 50)
+    return render(request, spec, {"plans": plans})
+
+
+@router.get("/p.json", include_in_schema=False)
+def saved_list_json(session: SessionDep) -> JSONResponse:
+    with domain_errors():
+        plans = repo.list_recent_plans(session, 50)
+    return JSONResponse({"plans": [saving.summary_json(p) for p in plans]})
+
+
+@router.get("/p/{slug}.json", include_in_schema=False)
+def saved_plan_json(slug: str, session: SessionDep) -> JSONResponse:
+    with domain_errors():
+        opened = saving.open_plan(session, slug)
+    return JSONResponse(saving.plan_json(opened, f"/p/{slug}"))
+
+
+@router.get("/p/{slug}", include_in_schema=False)
+def saved_plan_page(request: Request, slug: str, session: SessionDep) -> Response:
+    with domain_errors():
+        opened = saving.open_plan(session, slug)
+        newer = saving.children(session, slug)
+    context = saved_present.saved_plan_context(opened, newer, request.app.state.bases, request)
+    spec = expect_page(request, "pages/saved_plan.html", context)
+    return render(request, spec)
+
+
+@router.post("/plans", include_in_schema=False, dependencies=[WriteGuard])
+def save_from_whatif(
+    request: Request,
+    session: SessionDep,
+    writer: WriterDep,
+    plan: Annotated[str, Form(description="a /plan URL or its query string")] = "",
+    parent: Annotated[str, Form()] = "",
+    title: Annotated[str, Form()] = "",
+) -> Response:
+    """Save the what-if a plan URL describes (the page's canonical query) → 303 to its link."""
+    form = {"plan": plan, "parent": parent, "title": title}
+    with domain_errors():
+        recent = repo.list_recent_plans(session, 50)
+    expect_page(request, "pages/saved_plans.html", {**saved_present.saved_list_context(recent, request), "form": form})
+    bases = request.app.state.bases
+    query = querystring.from_text(plan)
+    if not query:
+        raise InputError("plan", "paste the address of a plan page (/plan?…) or its query string")
+    with domain_errors():
+        if parent.strip() and "base" in query and bases.get(query["base"]) is None:
+            _restore_parent_base(database(request.app).read, parent.strip(), query["base"], bases)
+        try:
+            doc = views.plan_view(query, bases, levers=False).doc
+        except InputError as exc:  # about one what-if key of the address: show it on the address field
+            key = querystring.field_key(exc.field) or exc.field
+            raise InputError("plan", f"{exc.message} ({key})" if key else exc.message) from None
+        saved = saving.save_document(writer, doc, title, parent.strip() or None)
+    return RedirectResponse(f"/p/{saved.slug}", status_code=303)
+
+
+def _restore_parent_base(reader: sessionmaker[Session], parent: str, base_id: str, bases: BaseStore) -> None:
+    """An edit link names its saved plan's document by content id; after a restart the base
+    store may have forgotten it, but the parent plan still holds it."""
+    with reader() as session:
+        record = repo.get_plan(session, parent)
+    if bases.put(record.document) != base_id:
+        raise InputError("plan", f"the base document {base_id!r} is not the saved plan {parent!r}'s document")
