@@ -40,7 +40,7 @@ def error_context(exc: InputError) -> dict[str, Any]:
     key = querystring.field_key(exc.field) if exc.field else None
     return {
         "error": {"field": exc.field, "message": exc.message, "key": key},
-        "field_errors": {key: exc.message} if key else {},
+        "field_errors": {key or exc.field: exc.message} if (key or exc.field) else {},
     }
 
 

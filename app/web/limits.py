@@ -16,6 +16,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 LOG_PATHS = ("/api/v1/import/log", "/import", "/import.json", "/start/log")
 
 
+def is_ledger_import(path: str) -> bool:
+    """A log imported as a new ledger of a deployment (/d/{slug}/ledgers and its API twin)."""
+    return path.endswith("/ledgers") and path.startswith(("/d/", "/api/v1/deployments/"))
+
+
 def too_large_message(limit: int) -> str:
     return f"The request body is larger than the {limit / 1024 / 1024:g} MiB this server accepts."
 
@@ -36,7 +41,9 @@ class BodySizeLimit:
         self.log_paths = frozenset(log_paths)
 
     def limit_for(self, path: str) -> int:
-        return self.max_log_bytes if path in self.log_paths else self.max_body_bytes
+        if path in self.log_paths or is_ledger_import(path):
+            return self.max_log_bytes
+        return self.max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -58,7 +58,9 @@ def _plan_page(request: Request) -> Response:
     if not hx.request and parse_qsl(request.url.query, keep_blank_values=True) != sorted(view.query.items()):
         # A plain GET form submits every field: send the browser to the canonical URL.
         return RedirectResponse(view.url, status_code=303)
-    response = render(request, spec, present.plan_context(view), merge_base=False)
+    context = present.plan_context(view)
+    context["token_required"] = bool(request.app.state.settings.write_token)
+    response = render(request, spec, context, merge_base=False)
     if hx.request:
         htmx.replace_url(response, view.url)
     return response

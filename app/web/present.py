@@ -114,7 +114,8 @@ def page_context(
         "nav": "plan", "result": None, "error": None, "field_errors": {}, "charts": {}, "kpis": [],
         "admission": [], "rank_rows": [], "rank_columns": [], "rank_note": "", "rows_kind": "",
         "base_id": query.get("base"), "json_url": querystring.page_url("/plan.json", query),
-        "compare_url": "", "sim_url": "", "chart_version": "", "error_codes": ERROR_CODES, "url": "", "levers_url": "",
+        "compare_url": "", "sim_url": "", "token_required": False, "chart_version": "",
+        "error_codes": ERROR_CODES, "url": "", "levers_url": "",
         **form_context(query, result, has_base),
     }
 
