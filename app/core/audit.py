@@ -271,7 +271,9 @@ def diff_ledgers(
         _min_known([d.tokens.before for d in ranks]),
         _min_known([d.tokens.after for d in ranks]),
     )
-    readings = _evidence_readings(changes) + _rank_readings(ranks, free_drop_threshold_bytes)
+    # A value recorded on one side only is new evidence, not a change to read anything into.
+    known = [c for c in changes if c.before is not None and c.after is not None]
+    readings = _evidence_readings(known) + _rank_readings(ranks, free_drop_threshold_bytes)
     concurrency = (
         _concurrency(min_tokens.before, max_model_len),
         _concurrency(min_tokens.after, max_model_len),

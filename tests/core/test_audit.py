@@ -240,3 +240,14 @@ def test_diff_is_antisymmetric(a: LedgerSnapshot, b: LedgerSnapshot) -> None:
         (c.key, c.after, c.before) for c in backward.evidence_changes
     }
     assert forward.min_kv_bytes.delta == (None if backward.min_kv_bytes.delta is None else -backward.min_kv_bytes.delta)
+
+
+def test_evidence_recorded_on_one_side_only_is_not_read_as_a_change() -> None:
+    from app.core.audit import LedgerRow, LedgerSnapshot, diff_ledgers
+
+    row = LedgerRow(rank="TP0", total_bytes=24 * 2**30, kv_bytes=2 * 2**30)
+    a = LedgerSnapshot(ranks=(row,), evidence={"vllm_version": "0.10.2"})
+    b = LedgerSnapshot(ranks=(row,), evidence={"vllm_version": "0.10.2", "gpu_memory_utilization": 0.92})
+    diff = diff_ledgers(a, b)
+    assert [c.key for c in diff.evidence_changes] == ["gpu_memory_utilization"]
+    assert not any("gpu_memory_utilization" in r for r in diff.readings)
