@@ -6,6 +6,7 @@ computing is shown inline on that same page by the error mapping.
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated
 from urllib.parse import parse_qsl
 
@@ -16,6 +17,7 @@ from app.web import cpu, htmx, present, querystring, views, workflows
 from app.web.bases import BaseStore
 from app.web.responses import expect_page, render
 
+log = logging.getLogger(__name__)
 router = APIRouter(include_in_schema=False)
 
 PLAN = "pages/plan.html"
@@ -36,7 +38,24 @@ def _bases(request: Request) -> BaseStore:
 def home(request: Request, q: str = "") -> Response:
     spec = expect_page(request, "pages/home.html", workflows.home_context(request.app.state.settings, q),
                        fragment=("search_results",))
-    return render(request, spec)
+    return render(request, spec, {"recent": [] if htmx.details(request).request else _recent_plans(request)})
+
+
+def _recent_plans(request: Request) -> list[dict[str, str]]:
+    """The newest saved plans for the home page; none (not an error page) when storage is unavailable."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.db import repository
+    from app.web.saved_deps import database
+
+    try:
+        with database(request.app).read() as session:
+            plans = repository.list_recent_plans(session, 6)
+    except SQLAlchemyError:
+        log.warning("recent plans unavailable (is the database migrated? run `kvledger db upgrade`)")
+        return []
+    return [{"title": p.title or p.slug, "url": f"/p/{p.slug}", "when": p.created_at.strftime("%Y-%m-%d %H:%M")}
+            for p in plans]
 
 
 @router.get("/index.json")

@@ -38,7 +38,7 @@ def home_context(settings: Settings, q: str, active_form: str = "") -> dict[str,
         "models": [{**m, "url": querystring.page_url("/plan", {"model": m["slug"]})} for m in models],
         "examples": demo.EXAMPLES if settings.demo_data else (),
         "model_options": [(m["slug"], m["name"]) for m in planning.catalogue_search("", limit=200)],
-        "default_model": "llama-3.1-70b", "max_log_mib": _mib(settings.max_log_bytes),
+        "default_model": "llama-3.1-70b", "max_log_mib": _mib(settings.max_log_bytes), "recent": [],
     }
 
 
