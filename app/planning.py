@@ -340,10 +340,18 @@ def _plain(obj: Any) -> Any:
     return obj
 
 
-def import_nvidia_smi(text: str) -> JSON:
-    from app.ingest.nvidia_smi import parse_nvidia_smi, smi_parse_to_json
+def import_nvidia_smi(text: str, free_spread_threshold_bytes: int = 1024**3) -> JSON:
+    """Parsed nvidia-smi output, with seed 000's alert when free memory differs across GPUs."""
+    from dataclasses import asdict
 
-    return smi_parse_to_json(parse_nvidia_smi(text))
+    from app.ingest.nvidia_smi import parse_nvidia_smi, smi_free_spread_alert, smi_parse_to_json
+
+    parsed = parse_nvidia_smi(text)
+    out = smi_parse_to_json(parsed)
+    alerts = smi_free_spread_alert(parsed.gpus, free_spread_threshold_bytes)
+    findings = out.get("findings")
+    out["findings"] = [*(findings if isinstance(findings, list) else []), *(asdict(a) for a in alerts)]
+    return out
 
 
 _COMPARE_KEYS = (
