@@ -7,7 +7,7 @@ computing is shown inline on that same page by the error mapping.
 from __future__ import annotations
 
 import logging
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, File, Form, Request, UploadFile
@@ -77,9 +77,7 @@ def _plan_page(request: Request) -> Response:
     if not hx.request and parse_qsl(request.url.query, keep_blank_values=True) != sorted(view.query.items()):
         # A plain GET form submits every field: send the browser to the canonical URL.
         return RedirectResponse(view.url, status_code=303)
-    context = present.plan_context(view)
-    context["token_required"] = bool(request.app.state.settings.write_token)
-    response = render(request, spec, context, merge_base=False)
+    response = render(request, spec, _plan_context(request, view), merge_base=False)
     if hx.request:
         htmx.replace_url(response, view.url)
     return response
@@ -106,7 +104,14 @@ def _plan_levers(request: Request) -> Response:
     params = querystring.clean(request.query_params.multi_items())
     spec = expect_page(request, PLAN, lambda: present.page_context(params, "base" in params), ("levers",))
     view = views.plan_view(params, _bases(request), True, _cache(request))
-    return render(request, spec, present.plan_context(view), merge_base=False)
+    return render(request, spec, _plan_context(request, view), merge_base=False)
+
+
+def _plan_context(request: Request, view: views.PlanView) -> dict[str, Any]:
+    """The plan template's context; the save form asks for the write token when the server has one."""
+    context = present.plan_context(view)
+    context["token_required"] = bool(request.app.state.settings.write_token)
+    return context
 
 
 @router.get("/import")
