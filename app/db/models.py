@@ -147,3 +147,13 @@ class SavedPlan(Base):
     summary: Mapped[Any] = mapped_column(JSON)
     core_version: Mapped[str] = mapped_column(String(50))
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+
+
+class BaseDocument(Base):
+    """A plan document a what-if URL refers to by content address (`/plan?base=<id>`)."""
+
+    __tablename__ = "base_document"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    document: Mapped[Any] = mapped_column(JSON)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

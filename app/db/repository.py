@@ -24,7 +24,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload, undefer
 
 from app.core.audit import ROW_FIELDS, EvidenceValue, LedgerRow, LedgerSnapshot
-from app.db.models import Deployment, Ledger, LedgerRank, SavedPlan, utcnow
+from app.db.models import BaseDocument, Deployment, Ledger, LedgerRank, SavedPlan, utcnow
 
 DEFAULT_MAX_SOURCE_LOG_BYTES = 2 * 1024 * 1024
 EXPORT_FORMAT = "kvledger.deployment"
@@ -514,3 +514,16 @@ def import_deployment(
     from app.db import exchange
 
     return exchange.import_deployment(session, data, slug=slug, max_source_log_bytes=max_source_log_bytes)
+
+
+def put_base_document(session: Session, base_id: str, document: Mapping[str, Any]) -> None:
+    """Store a content-addressed base document (a no-op when that id is already stored)."""
+    if session.get(BaseDocument, base_id) is None:
+        document_json = _json_value("document", dict(document))
+        session.add(BaseDocument(id=_text("base document id", base_id, 32), document=document_json))
+
+
+def get_base_document(session: Session, base_id: str) -> dict[str, Any] | None:
+    """A stored base document, or None."""
+    row = session.get(BaseDocument, base_id)
+    return dict(row.document) if row is not None and isinstance(row.document, dict) else None

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi.routing import APIRouter
+from sqlalchemy.orm import Session, sessionmaker
 from starlette.middleware.gzip import GZipMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
@@ -22,7 +23,7 @@ from starlette.responses import Response
 from app.settings import Settings
 from app.web.api import router as api_router
 from app.web.assets import HTMX_JS, PLOTLY_JS, StaticAssets
-from app.web.bases import MemoryBaseStore
+from app.web.bases import DurableBaseStore, MemoryBaseStore
 from app.web.demo import base_documents
 from app.web.errors import install as install_error_mapping
 from app.web.headers import SecurityHeaders
@@ -75,7 +76,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         TEMPLATES_DIR,
         {"static_url": assets.url, "HTMX_JS": HTMX_JS, "PLOTLY_JS": PLOTLY_JS},
     )
-    app.state.bases = MemoryBaseStore(fixed=base_documents() if settings.demo_data else None)
+    memory = MemoryBaseStore(fixed=base_documents() if settings.demo_data else None)
+    app.state.bases = DurableBaseStore(memory, lambda: _write_sessions(app))
     app.state.plan_cache = PlanCache()
 
     @app.get("/static/{rest:path}", include_in_schema=False)
@@ -92,6 +94,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(GZipMiddleware, minimum_size=800, compresslevel=6)
     app.add_middleware(SecurityHeaders)
     return app
+
+
+def _write_sessions(app: FastAPI) -> sessionmaker[Session] | None:
+    """The app's write session factory (opened on first use), or None when there is no storage."""
+    from app.web.saved_deps import database
+
+    return database(app).write
 
 
 def serve(host: str, port: int) -> None:

@@ -3,9 +3,9 @@
 Imported logs, pasted config.json files and nvidia-smi output become whole plan documents
 (measured ranks, a model config) far too large for a query string. They are stored here under
 a content-addressed id (the first 16 hex digits of the sha256 of the canonical JSON), so the
-same import always yields the same URL. This store is in memory and bounded (oldest out
-first); the saved-plans work may replace `app.state.bases` with a durable store that offers the
-same two methods.
+same import always yields the same URL. `MemoryBaseStore` keeps them in memory, bounded
+(oldest out first); `DurableBaseStore` writes them through to the database as well, so a
+what-if URL of an import still opens after a restart and on another app server.
 """
 
 from __future__ import annotations
@@ -13,10 +13,18 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
+
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db import repository
+
+log = logging.getLogger(__name__)
 
 
 class BaseStore(Protocol):
@@ -55,3 +63,43 @@ class MemoryBaseStore:
         with self._lock:
             doc = self._docs.get(base_id)
         return copy.deepcopy(doc) if doc is not None else None
+
+
+class DurableBaseStore:
+    """A MemoryBaseStore in front of the database table `base_document`.
+
+    `database` returns the app's session factory when storage is available. A database error
+    never loses the user's what-if: the document stays in memory and the error is logged.
+    """
+
+    def __init__(self, memory: MemoryBaseStore, database: Callable[[], sessionmaker[Session] | None]) -> None:
+        self.memory = memory
+        self.database = database
+
+    def put(self, doc: Mapping[str, object]) -> str:
+        base_id = self.memory.put(doc)
+        try:
+            factory = self.database()
+            if factory is not None:
+                with factory() as session, session.begin():
+                    repository.put_base_document(session, base_id, doc)
+        except (SQLAlchemyError, repository.RepositoryError) as exc:
+            log.warning("base document %s kept in memory only: %s", base_id, exc)
+        return base_id
+
+    def get(self, base_id: str) -> dict[str, object] | None:
+        doc = self.memory.get(base_id)
+        if doc is not None:
+            return doc
+        try:
+            factory = self.database()
+            if factory is None:
+                return None
+            with factory() as session:
+                stored = repository.get_base_document(session, base_id)
+        except SQLAlchemyError as exc:
+            log.warning("base document %s unavailable: %s", base_id, exc)
+            return None
+        if stored is not None:
+            self.memory.put(stored)
+        return stored
