@@ -7,6 +7,7 @@ warnings in plain words. Everything is pure and deterministic.
 
 from __future__ import annotations
 
+import functools
 import statistics
 from dataclasses import dataclass, field
 
@@ -95,15 +96,14 @@ def kv_spec(plan: PlanInput) -> RankKV:
     """The per-rank KV geometry of the plan's model, layout and cache settings."""
     engine, layout = plan.engine, plan.layout
     if plan.model.shape is not None:
-        return rank_kv(
-            plan.model.shape,
-            tp=layout.tp,
-            pp=layout.pp,
-            dcp=layout.dcp,
-            kv_cache_dtype=engine.kv_cache_dtype,
-            block_size=engine.block_size,
-        )
+        return _rank_kv(plan.model.shape, layout.tp, layout.pp, layout.dcp, engine.kv_cache_dtype, engine.block_size)
     return rank_kv_uniform(plan.model.kv_bytes_per_token or 0, engine.block_size)
+
+
+@functools.lru_cache(maxsize=512)
+def _rank_kv(shape: ModelShape, tp: int, pp: int, dcp: int, dtype: str, block_size: int) -> RankKV:
+    """rank_kv is pure and its inputs are frozen: every slider tick of a plan reuses the same spec."""
+    return rank_kv(shape, tp=tp, pp=pp, dcp=dcp, kv_cache_dtype=dtype, block_size=block_size)
 
 
 def ledger_rules(plan: PlanInput, rules: VersionRules) -> LedgerRules:
