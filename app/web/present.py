@@ -248,17 +248,18 @@ def rows_kind(result: Mapping[str, Any]) -> str:
 def plan_context(view: PlanView) -> dict[str, Any]:
     """The full plan page context for a computed plan."""
     result = view.result
+    query = view.url.removeprefix("/plan")  # the canonical "?query" (or ""), encoded once by the view
     rows, note = rank_table(result)
     has_base = view.base_doc is not None
     context = page_context(view.query, has_base, result)
     context.update(
         result=result, charts=charts.plan_charts(result), kpis=kpis(result), admission=admission(result),
         rank_rows=rows, rank_note=note, rank_columns=[label for _, label in RANK_COLUMNS],
-        rows_kind=rows_kind(result), json_url=querystring.page_url("/plan.json", view.query),
+        rows_kind=rows_kind(result), json_url=f"/plan.json{query}",
         compare_url=querystring.page_url("/compare", {"a": view.url, "b": view.url}),
-        sim_url=querystring.page_url("/sim", view.query),
+        sim_url=f"/sim{query}",
         chart_version=hashlib.sha1(view.url.encode()).hexdigest()[:10], url=view.url,
-        levers_url=querystring.page_url("/plan/levers", view.query),
+        levers_url=f"/plan/levers{query}",
     )
     context["show_memory"] = not has_base or _estimated_base(view.base_doc)
     return context
