@@ -223,14 +223,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from app.saving import prepare_database
     from app.settings import Settings
     from app.web.app import serve
 
-    settings = Settings.from_env()
-    prepare_database(settings)  # the latest migration, and demo data in an empty database
-    print(f"KV Ledger on http://{args.host}:{args.port} (database {settings.database_url})", flush=True)
-    serve(args.host, args.port)
+    print(f"KV Ledger on http://{args.host}:{args.port} (database {Settings.from_env().database_url})", flush=True)
+    serve(args.host, args.port)  # migrates the database and seeds demo data into an empty one first
     return 0
 
 

@@ -16,10 +16,10 @@ from dataclasses import replace
 from typing import Any
 
 from app.core.errors import InputError
-from app.core.estimates import EstimateContext, estimate_ranks
+from app.core.estimates import estimate_ranks
 from app.core.kvspec import rank_kv
 from app.core.ledger import Cell, RankInput
-from app.core.plan import Engine, Layout, ModelInput, PlanInput, PlanResult, Policy, compute
+from app.core.plan import Engine, Layout, ModelInput, PlanInput, PlanResult, Policy, compute, estimate_context
 from app.core.report import result_to_dict
 from app.core.shape import ModelShape, shape_from_config
 from app.core.versions import CURRENT_VLLM, batch_defaults, rules_for
@@ -149,14 +149,7 @@ def _fill_missing_rows(
     """
     if model.shape is None:
         return ranks, False
-    ctx = EstimateContext(
-        layout.tp,
-        layout.pp,
-        engine.max_num_batched_tokens,
-        engine.max_num_seqs,
-        engine.enforce_eager,
-        rules_for(version),
-    )
+    ctx = estimate_context(layout, engine, version)
     out, filled = [], False
     template: tuple[RankInput, ...] = ()
     for i, rank in enumerate(ranks):
@@ -178,14 +171,7 @@ def _estimated_ranks(
     assert gpu is not None  # guaranteed by PlanDocument validation
     if model.shape is None:
         raise InputError("gpu", "estimated rows need the model's shape: give model.config or model.catalogue")
-    ctx = EstimateContext(
-        layout.tp,
-        layout.pp,
-        engine.max_num_batched_tokens,
-        engine.max_num_seqs,
-        engine.enforce_eager,
-        rules_for(version),
-    )
+    ctx = estimate_context(layout, engine, version)
     ranks = estimate_ranks(model.shape, ctx, gpu.total, gpu.free_at_start)
     if gpu.count and gpu.count != len(ranks):
         ranks = tuple(replace(ranks[i % len(ranks)], label=str(i)) for i in range(gpu.count))

@@ -8,11 +8,11 @@ repetitions taken in one process, so a noisy shared machine moves them less.
 from __future__ import annotations
 
 import json
-import statistics
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from timing import median_p90
 
 from app.core.plan import compute
 from app.core.report import result_to_dict
@@ -25,15 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def timed(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
     """(median, p90) wall time in milliseconds."""
-    for _ in range(3):
-        fn()
-    samples = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - start) * 1e3)
-    samples.sort()
-    return statistics.median(samples), samples[int(len(samples) * 0.9)]
+    return median_p90(fn, repeat)
 
 
 def measured_1024() -> dict[str, Any]:

@@ -11,7 +11,6 @@ median and the worst run are reported. Exit status 1 if a worst run misses the t
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -19,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sqlalchemy.orm import Session, sessionmaker
+from timing import median_p95_max
 
 from app.core.audit import LedgerRow, alerts, diff_ledgers
 from app.db import repository as repo
@@ -63,13 +63,7 @@ def fill(factory: sessionmaker[Session], count: int, batch: int = 500) -> list[i
 
 def timed(work: Callable[[], object], repeats: int) -> tuple[float, float, float]:
     """(median, 95th percentile, worst) milliseconds over ``repeats`` runs after one warm-up."""
-    work()  # warm caches and the connection pool
-    runs = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        work()
-        runs.append((time.perf_counter() - t0) * 1000)
-    return statistics.median(runs), statistics.quantiles(runs, n=20)[-1], max(runs)
+    return median_p95_max(work, repeats)
 
 
 def main(argv: list[str] | None = None) -> int:

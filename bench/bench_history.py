@@ -13,7 +13,6 @@ Starlette's TestClient, one at a time; one warm-up, then `--repeats` runs of eac
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -22,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench_db import DEPLOYMENT, fill  # bench/ is the script's folder
+from timing import median_p95_max
 
 from app.db.session import make_engine, make_sessionmaker
 from app.saving import prepare_database
@@ -36,13 +36,7 @@ TARGET_MS = 100.0
 
 
 def timed(work: Callable[[], object], repeats: int) -> tuple[float, float, float]:
-    work()
-    runs = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        work()
-        runs.append((time.perf_counter() - t0) * 1000)
-    return statistics.median(runs), statistics.quantiles(runs, n=20)[-1], max(runs)
+    return median_p95_max(work, repeats)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,15 +74,19 @@ def main(argv: list[str] | None = None) -> int:
             }
             results = {name: timed(get(path), args.repeats) for name, path in pages.items()}
             sizes = {name: len(client.get(path).content) for name, path in pages.items()}
-    print(f"database: {settings.database_url.split(':', 1)[0]}; {args.ledgers:,} ledgers × 8 ranks "
-          f"stored in {fill_s:.1f} s; {args.repeats} requests each after a warm-up")
+    print(
+        f"database: {settings.database_url.split(':', 1)[0]}; {args.ledgers:,} ledgers × 8 ranks "
+        f"stored in {fill_s:.1f} s; {args.repeats} requests each after a warm-up"
+    )
     print("| request | bytes | median ms | p95 ms | worst ms | median < 100 ms |")
     print("| --- | ---: | ---: | ---: | ---: | --- |")
     ok = True
     for name, (median, p95, worst) in results.items():
         ok &= median < TARGET_MS
-        print(f"| {name} | {sizes[name]:,} | {median:.2f} | {p95:.2f} | {worst:.2f} | "
-              f"{'yes' if median < TARGET_MS else 'NO'} |")
+        print(
+            f"| {name} | {sizes[name]:,} | {median:.2f} | {p95:.2f} | {worst:.2f} | "
+            f"{'yes' if median < TARGET_MS else 'NO'} |"
+        )
     return 0 if ok else 1
 
 

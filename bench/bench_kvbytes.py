@@ -8,11 +8,11 @@ many repetitions in one process, after a warm-up, so a noisy shared machine move
 from __future__ import annotations
 
 import json
-import statistics
-import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+
+from timing import median_p90
 
 from app.core.kvspec import rank_kv
 from app.core.shape import shape_from_config
@@ -31,15 +31,7 @@ CASES: list[tuple[str, int, int, int]] = [  # config, tp, pp, max_model_len
 
 def timed(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
     """(median, p90) wall time in milliseconds."""
-    for _ in range(20):
-        fn()
-    samples = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - start) * 1e3)
-    samples.sort()
-    return statistics.median(samples), samples[int(len(samples) * 0.9)]
+    return median_p90(fn, repeat, warmup=20)
 
 
 def one_call(config: dict[str, object], tp: int, pp: int, max_model_len: int) -> int:

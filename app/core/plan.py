@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from app.core.admission import Admission, AdmissionPolicy, admit
 from app.core.budget import UniformBudget, uniform_budget
+from app.core.estimates import EstimateContext
 from app.core.kvspec import RankKV, rank_kv, rank_kv_uniform
 from app.core.ledger import LedgerRules, RankInput, RankLedger, work_out
 from app.core.shape import ModelShape
@@ -90,6 +91,18 @@ class PlanResult:
     admission: Admission
     budget: UniformBudget | None
     warnings: tuple[Warning, ...] = field(default=())
+
+
+def estimate_context(layout: Layout, engine: Engine, vllm_version: str, tp: int | None = None) -> EstimateContext:
+    """What the row estimates depend on besides the model (optionally at another TP degree)."""
+    return EstimateContext(
+        tp or layout.tp,
+        layout.pp,
+        engine.max_num_batched_tokens,
+        engine.max_num_seqs,
+        engine.enforce_eager,
+        rules_for(vllm_version),
+    )
 
 
 def kv_spec(plan: PlanInput) -> RankKV:

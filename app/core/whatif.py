@@ -19,10 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from app.core.errors import InputError
-from app.core.estimates import EstimateContext, activation_slope, non_torch_bytes
+from app.core.estimates import activation_slope, non_torch_bytes
 from app.core.ledger import Cell, RankInput
-from app.core.plan import PlanInput, compute
-from app.core.versions import rules_for
+from app.core.plan import PlanInput, compute, estimate_context
 
 
 @dataclass(frozen=True)
@@ -128,18 +127,10 @@ def _reshard_rank(plan: PlanInput, new_plan: PlanInput, rank: RankInput, index: 
         )
     non_torch = rank.non_torch
     if non_torch is not None and plan.model.shape is not None and (old == 1) != (tp == 1):
-        rules = rules_for(plan.vllm_version)
+        shape = plan.model.shape
 
         def nt(t: int) -> int:
-            ctx = EstimateContext(
-                t,
-                plan.layout.pp,
-                plan.engine.max_num_batched_tokens,
-                plan.engine.max_num_seqs,
-                plan.engine.enforce_eager,
-                rules,
-            )
-            return non_torch_bytes(plan.model.shape, ctx)  # type: ignore[arg-type]
+            return non_torch_bytes(shape, estimate_context(plan.layout, plan.engine, plan.vllm_version, tp=t))
 
         non_torch = Cell(max(0, non_torch.bytes + nt(tp) - nt(old)), "estimated", "communicator buffers re-estimated")
     kv_room = _scaled(rank.kv_room, 1, 1, "room carried over; re-measure") if rank.kv_room else None

@@ -104,7 +104,12 @@ def _write_sessions(app: FastAPI) -> sessionmaker[Session] | None:
 
 
 def serve(host: str, port: int) -> None:
-    """Run the dashboard under uvicorn (one worker; settings from the environment)."""
+    """Bring the database to the latest migration (seeding demo data into an empty one), then run
+    the dashboard under uvicorn (one worker; settings from the environment)."""
     import uvicorn
 
-    uvicorn.run(create_app(Settings.from_env()), host=host, port=port, log_level="info", access_log=False)
+    from app.saving import prepare_database
+
+    settings = Settings.from_env()
+    prepare_database(settings)
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="info", access_log=False)

@@ -16,7 +16,6 @@ from typing import Any
 
 from app import planning
 from app.core.errors import InputError
-from app.schemas import validate_plan
 from app.web import querystring
 from app.web.bases import BaseStore
 
@@ -137,15 +136,8 @@ def plan_view(
 def canonical_query(
     query: Mapping[str, str], doc: Mapping[str, Any], base_doc: Mapping[str, Any] | None
 ) -> dict[str, str]:
-    """query_from_plan's canonical query, checked: it must rebuild the same document.
-
-    If it does not (a value equal to a global default but not to the base document's was
-    dropped), the user's own values for the dropped keys are kept, so the URL still reproduces
-    the plan exactly.
-    """
+    """query_from_plan's canonical query (compared with the base document's own values), plus the base id."""
     canonical = planning.query_from_plan(doc, base_doc)
-    if base_doc is not None and validate_plan(planning.plan_from_query(canonical, base_doc)) != validate_plan(doc):
-        canonical = {**{k: v for k, v in query.items() if k != "base"}, **canonical}
     if "base" in query:
         canonical["base"] = query["base"]
     return canonical

@@ -20,10 +20,7 @@ from .conftest import ROOT, _free_port
 
 pytestmark = pytest.mark.e2e
 
-SERVE = (
-    "import sys; from app.settings import Settings; from app.saving import prepare_database; "
-    "prepare_database(Settings.from_env()); from app.web.app import serve; serve('127.0.0.1', int(sys.argv[1]))"
-)
+SERVE = "import sys; from app.web.app import serve; serve('127.0.0.1', int(sys.argv[1]))"
 
 
 @pytest.fixture(scope="module")
