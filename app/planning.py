@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from app.core.errors import InputError
-from app.core.estimates import estimate_ranks
+from app.core.estimates import EstimateContext, estimate_ranks
 from app.core.kvspec import rank_kv
 from app.core.ledger import Cell, RankInput
 from app.core.plan import Engine, Layout, ModelInput, PlanInput, PlanResult, Policy, compute, estimate_context
@@ -157,7 +157,7 @@ def _fill_missing_rows(
         if rank.kv_room is not None or rank.total is None or all(getattr(rank, r) is not None for r in rows):
             out.append(rank)
             continue
-        template = template or estimate_ranks(model.shape, ctx, rank.total.bytes, None)
+        template = template or _estimate_ranks(model.shape, ctx, rank.total.bytes, None)
         guess = template[i % len(template)]
         out.append(replace(rank, **{r: getattr(rank, r) or getattr(guess, r) for r in rows}))
         filled = True
@@ -172,10 +172,18 @@ def _estimated_ranks(
     if model.shape is None:
         raise InputError("gpu", "estimated rows need the model's shape: give model.config or model.catalogue")
     ctx = estimate_context(layout, engine, version)
-    ranks = estimate_ranks(model.shape, ctx, gpu.total, gpu.free_at_start)
+    ranks = _estimate_ranks(model.shape, ctx, gpu.total, gpu.free_at_start)
     if gpu.count and gpu.count != len(ranks):
         ranks = tuple(replace(ranks[i % len(ranks)], label=str(i)) for i in range(gpu.count))
     return ranks
+
+
+@functools.lru_cache(maxsize=256)
+def _estimate_ranks(
+    shape: ModelShape, ctx: EstimateContext, total_bytes: int, free_at_start: int | None
+) -> tuple[RankInput, ...]:
+    """estimate_ranks is pure over frozen inputs: a utilization slider tick reuses the rows."""
+    return estimate_ranks(shape, ctx, total_bytes, free_at_start)
 
 
 def _apply_whatif(doc: PlanDocument, plan: PlanInput) -> PlanInput:

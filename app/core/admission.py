@@ -8,11 +8,11 @@ parallelism does not multiply capacity: one logical token takes a shard on every
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from fractions import Fraction
 
+from app.core.kvrank import concurrency as max_concurrency
 from app.core.kvspec import RankKV
+from app.core.units import decimal_ratio
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +66,8 @@ def raw_tokens(kv_bytes: int, rkv: RankKV) -> int | None:
 
 def schedulable(tokens: int, growth_reserve: float) -> int:
     """floor(tokens × (1 − growth_reserve)), on the decimal value the user wrote."""
-    return math.floor(tokens * (1 - Fraction(repr(growth_reserve))))
+    num, den = decimal_ratio(growth_reserve)
+    return tokens * (den - num) // den
 
 
 def admit(kv_by_rank: tuple[tuple[str, int], ...], rkv: RankKV, policy: AdmissionPolicy) -> Admission:
@@ -98,9 +99,9 @@ def admit(kv_by_rank: tuple[tuple[str, int], ...], rkv: RankKV, policy: Admissio
     sched = schedulable(tokens, policy.growth_reserve)
     ceiling = sched // policy.avg_live_tokens if policy.avg_live_tokens else None
     per_req_blocks = rkv.per_request_blocks(policy.max_model_len, policy.max_num_batched_tokens)
-    per_req_bytes = rkv.per_request_bytes(policy.max_model_len, policy.max_num_batched_tokens)
+    per_req_bytes = per_req_blocks * rkv.page_bytes  # RankKV.per_request_bytes
     fits = per_req_bytes <= max(0, min_kv) and min_blocks >= per_req_blocks
-    conc = rkv.max_concurrency(min_blocks, policy.max_model_len, policy.max_num_batched_tokens)
+    conc = max_concurrency(min_blocks, per_req_blocks)
     limit, concurrency = _binding_limit(fits, ceiling, policy.max_num_seqs)
     derived = int(conc * policy.max_model_len) if policy.kv_size_is_derived else tokens
     return Admission(

@@ -148,8 +148,13 @@ def estimate_ranks(
     graphs = cuda_graph_bytes(shape, ctx)
     total = Cell(total_bytes, "measured", "GPU memory size")
     free = Cell(free_at_start, "measured") if free_at_start is not None else None
+    non_torch_cell = Cell(non_torch, "estimated", "context, workspaces, communicators")
+    graphs_cell = Cell(graphs, "estimated", "captured graph sizes × per-graph pool")
+    act_cell = Cell(act, "estimated", "profile-run peak for max_num_batched_tokens")
     ranks = []
     for stage, weights in enumerate(stages):
+        # One set of cells per stage, shared by its TP ranks (the ledger computes them once).
+        weights_cell = Cell(weights, "estimated", "checkpoint bytes / TP for this stage")
         for tp_rank in range(ctx.tp):
             label = f"PP{stage}_TP{tp_rank}" if ctx.pp > 1 else f"TP{tp_rank}"
             ranks.append(
@@ -157,10 +162,10 @@ def estimate_ranks(
                     label=label,
                     total=total,
                     free_at_start=free,
-                    weights=Cell(weights, "estimated", "checkpoint bytes / TP for this stage"),
-                    non_torch=Cell(non_torch, "estimated", "context, workspaces, communicators"),
-                    cuda_graphs=Cell(graphs, "estimated", "captured graph sizes × per-graph pool"),
-                    activation=Cell(act, "estimated", "profile-run peak for max_num_batched_tokens"),
+                    weights=weights_cell,
+                    non_torch=non_torch_cell,
+                    cuda_graphs=graphs_cell,
+                    activation=act_cell,
                 )
             )
     return tuple(ranks)

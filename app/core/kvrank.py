@@ -100,8 +100,7 @@ class RankKV:
 
     def max_concurrency(self, blocks: int, max_model_len: int, max_num_batched_tokens: int) -> float:
         """vLLM's printed "Maximum concurrency" (``get_max_concurrency_for_kv_cache_config``, ≥ v0.9.1)."""
-        per_request = self.per_request_blocks(max_model_len, max_num_batched_tokens)
-        return math.inf if per_request == 0 else max(blocks, 0) / per_request
+        return concurrency(blocks, self.per_request_blocks(max_model_len, max_num_batched_tokens))
 
     def kv_cache_size_tokens(self, blocks: int, max_model_len: int, max_num_batched_tokens: int) -> int:
         """vLLM's derived "GPU KV cache size" since 2026-04-28 (PR #41069): int(concurrency × mml)."""
@@ -116,10 +115,38 @@ class RankKV:
         """vLLM's binary search (``_estimate_max_model_len_from_groups``): the largest length in
         [1, upper] whose one-request need fits ``kv_bytes``; 0 when even one token does not fit.
         ``upper`` defaults to the model's max_position_embeddings (vLLM searches up to max_model_len).
+
+        When every group is full attention (or MLA) with one block size, the need is
+        ``n_groups × ceil(ceil(L / dcp) / block_size) × page`` and the answer has a closed form
+        (every slider tick asks this); other specs run the search.
         """
         right = upper if upper is not None else (self.max_model_len_limit or _UNBOUNDED_LEN)
         positive("upper", right)
-        left = 1
+        closed = self._largest_full_attention_len(kv_bytes, max_num_batched_tokens, right)
+        return closed if closed is not None else self.search_max_model_len(kv_bytes, max_num_batched_tokens, right)
+
+    def _largest_full_attention_len(self, kv_bytes: int, max_num_batched_tokens: int, upper: int) -> int | None:
+        """The closed form of the search for full-attention/MLA-only specs; None for other specs.
+
+        fits(L) ⇔ n × c(L) × page ≤ kv with c(L) = ceil(ceil(L / dcp) / bs), so with
+        B = kv // (n × page): c(L) ≤ B ⇔ L ≤ B × bs × dcp.
+        """
+        groups = self.groups
+        if not groups or self.page_bytes <= 0:
+            return None
+        block_size = groups[0].block_size
+        if any(g.kind not in ("full", "mla") or g.block_size != block_size for g in groups):
+            return None
+        positive("engine.max_num_batched_tokens", max_num_batched_tokens)
+        if kv_bytes <= 0:
+            return 0
+        whole_requests = kv_bytes // (len(groups) * self.page_bytes)
+        return min(upper, whole_requests * block_size * self.dcp)
+
+    def search_max_model_len(self, kv_bytes: int, max_num_batched_tokens: int, upper: int) -> int:
+        """The binary search itself (any spec): the largest L in [1, upper] that ``fits``, else 0."""
+        positive("upper", upper)
+        left, right = 1, upper
         if not self.fits(kv_bytes, left, max_num_batched_tokens):
             return 0
         result = 1
@@ -130,6 +157,11 @@ class RankKV:
             else:
                 right = mid - 1
         return result
+
+
+def concurrency(blocks: int, per_request_blocks: int) -> float:
+    """Whole worst-case requests a pool of ``blocks`` holds (vLLM's "Maximum concurrency")."""
+    return math.inf if per_request_blocks == 0 else max(blocks, 0) / per_request_blocks
 
 
 def positive(field_name: str, value: int) -> None:

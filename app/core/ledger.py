@@ -20,10 +20,9 @@ Every cell carries where it came from: measured (log, nvidia-smi, user entry), e
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Literal
 
-from app.core.units import fmt_bytes
+from app.core.units import decimal_ratio, fmt_bytes
 
 Source = Literal["measured", "estimated", "derived", "default"]
 ROW_NAMES = ("weights", "non_torch", "cuda_graphs", "activation")
@@ -91,16 +90,24 @@ class RankLedger:
         return self.inp.activation
 
     @property
-    def requested(self) -> Cell | None:
+    def budget_source(self) -> Source | None:
+        """Where the requested and headroom rows come from (the total's source); None without them."""
         if self.requested_bytes is None or self.inp.total is None:
             return None
-        return Cell(self.requested_bytes, _source_of(self.inp.total), "total × gpu_memory_utilization")
+        return _source_of(self.inp.total)
+
+    @property
+    def requested(self) -> Cell | None:
+        source = self.budget_source
+        if source is None or self.requested_bytes is None:
+            return None
+        return Cell(self.requested_bytes, source, "total × gpu_memory_utilization")
 
     @property
     def headroom(self) -> Cell | None:
-        if self.requested_bytes is None or self.inp.total is None:
+        source = self.budget_source
+        if source is None or self.requested_bytes is None or self.inp.total is None:
             return None
-        source = _source_of(self.inp.total)
         return Cell(self.inp.total.bytes - self.requested_bytes, source, "total − requested (outside the budget)")
 
     def rows(self) -> dict[str, Cell | None]:
@@ -131,12 +138,12 @@ class LedgerRules:
     @property
     def utilization_ratio(self) -> tuple[int, int]:
         """gpu_memory_utilization as an exact decimal fraction (numerator, denominator)."""
-        return Fraction(repr(self.gpu_memory_utilization)).as_integer_ratio()
+        return decimal_ratio(self.gpu_memory_utilization)
 
 
 def requested_bytes(total: int, utilization: float, ceil: bool = True) -> int:
     """total × utilization, computed on the decimal value the user wrote (no float noise)."""
-    num, den = Fraction(repr(utilization)).as_integer_ratio()
+    num, den = decimal_ratio(utilization)
     return _requested(total, num, den, ceil)
 
 
@@ -246,5 +253,24 @@ def _manual_fit(inp: RankInput, rules: LedgerRules) -> list[tuple[str, str]]:
 
 
 def work_out(ranks: tuple[RankInput, ...], rules: LedgerRules) -> tuple[RankLedger, ...]:
+    """Every rank's ledger. Ranks built from the same cell objects (the copies of an estimated
+    rank, or the engines of a large DP plan) share one computation unless it found a problem,
+    whose message names the rank."""
     ratio = rules.utilization_ratio
-    return tuple(work_out_rank(r, rules, ratio) for r in ranks)
+    done: dict[tuple[int, ...], RankLedger] = {}
+    out = []
+    for r in ranks:
+        # The inputs are alive for the whole call, so their ids are stable keys.
+        key = (
+            id(r.total), id(r.free_at_start), id(r.weights), id(r.non_torch),
+            id(r.cuda_graphs), id(r.activation), id(r.kv_room),
+        )
+        same = done.get(key)
+        if same is not None:
+            out.append(RankLedger(r, same.requested_bytes, same.kv, same.will_start))
+            continue
+        ledger = work_out_rank(r, rules, ratio)
+        if not ledger.problems:
+            done[key] = ledger
+        out.append(ledger)
+    return tuple(out)

@@ -14,30 +14,35 @@ from app.core.units import fmt_bytes
 
 JSON = dict[str, Any]
 
-_ROW_KEYS = {
-    "total": "total_bytes",
-    "free_at_start": "free_at_start_bytes",
-    "requested": "requested_bytes",
-    "headroom": "headroom_bytes",
-    "weights": "weights_bytes",
-    "non_torch": "non_torch_bytes",
-    "cuda_graphs": "cuda_graph_bytes",
-    "activation": "activation_bytes",
-    "kv": "kv_bytes",
-}
-
 
 def _val(cell: Cell | None) -> int | None:
     return None if cell is None else cell.bytes
 
 
 def rank_json(lg: RankLedger, blocks: int, tokens: int, raw: int | None, stranded: int, binding: bool) -> JSON:
-    rows = lg.rows()
-    out: JSON = {"rank": lg.label}
+    """One rank's JSON: every ledger row in bytes (None when unknown) and where each came from.
+
+    Reads the ledger's cells directly (no intermediate Cell objects for requested and headroom):
+    this runs for every rank of every plan.
+    """
+    inp = lg.inp
+    total, requested, derived_source = inp.total, lg.requested_bytes, lg.budget_source
+    out: JSON = {"rank": inp.label}
     sources: dict[str, str] = {}
-    for name, key in _ROW_KEYS.items():
-        cell = rows[name]
-        out[key] = _val(cell)
+    for key, cell in (("total_bytes", total), ("free_at_start_bytes", inp.free_at_start)):
+        out[key] = None if cell is None else cell.bytes
+        if cell is not None:
+            sources[key] = cell.source
+    if derived_source is None or total is None or requested is None:
+        out["requested_bytes"] = out["headroom_bytes"] = None
+    else:
+        out["requested_bytes"], out["headroom_bytes"] = requested, total.bytes - requested
+        sources["requested_bytes"] = sources["headroom_bytes"] = derived_source
+    for key, cell in (
+        ("weights_bytes", inp.weights), ("non_torch_bytes", inp.non_torch), ("cuda_graph_bytes", inp.cuda_graphs),
+        ("activation_bytes", inp.activation), ("kv_bytes", lg.kv),
+    ):
+        out[key] = None if cell is None else cell.bytes
         if cell is not None:
             sources[key] = cell.source
     out.update(

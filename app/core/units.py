@@ -7,8 +7,10 @@ lines print "GB" for bytes / 2**30: the log parser handles that case itself.)
 
 from __future__ import annotations
 
+import functools
 import math
 import re
+from fractions import Fraction
 
 from app.core.errors import InputError
 
@@ -39,6 +41,13 @@ _UNITS: dict[str, int] = {
     "gi": GIB,
     "ti": TIB,
 }
+
+@functools.lru_cache(maxsize=1024)
+def decimal_ratio(value: float) -> tuple[int, int]:
+    """A float as the exact decimal fraction its shortest repr writes (0.9 → (9, 10), not 0.9's
+    binary value): the value the user typed, with no float noise. Memoised: sliders repeat values."""
+    return Fraction(repr(value)).as_integer_ratio()
+
 
 _SIZE = re.compile(r"^\s*([+-]?(?:\d[\d_,]*\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)\s*([A-Za-z]*)\s*$")
 

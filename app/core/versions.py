@@ -15,6 +15,7 @@ Sources (VLLM-NOTES.md §1, §2.2; upstream vLLM read at commit 52a31ccec, 2026-
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -51,8 +52,9 @@ class VersionRules:
         return ".".join(str(p) for p in self.version)
 
 
+@functools.lru_cache(maxsize=256)
 def rules_for(version_text: str | None) -> VersionRules:
-    """The rules in force for a vLLM version (None → the current release)."""
+    """The rules in force for a vLLM version (None → the current release; memoised, frozen)."""
     version = parse_version(version_text or CURRENT_VLLM)
     at_least_021 = version >= (0, 21, 0)
     return VersionRules(

@@ -386,6 +386,23 @@ def test_largest_max_model_len_fits_and_one_more_does_not(rkv: RankKV, kv: int, 
     assert best == upper or not rkv.fits(kv, best + 1, mnbt)
 
 
+@given(
+    rkv=ranks,
+    kv=st.integers(-(2**20), 2**40),
+    mnbt=st.sampled_from([1, 512, 2048, 8192]),
+    upper=st.integers(1, 1 << 22),
+)
+def test_largest_max_model_len_closed_form_equals_the_search(rkv: RankKV, kv: int, mnbt: int, upper: int) -> None:
+    # Full-attention specs take the closed form; every spec must agree with vLLM's binary search.
+    assert rkv.largest_max_model_len(kv, mnbt, upper=upper) == rkv.search_max_model_len(kv, mnbt, upper)
+
+
+@given(kv=st.integers(0, 2**40), dcp=st.sampled_from([1, 2, 4]), bs=st.sampled_from([16, 64]))
+def test_largest_max_model_len_closed_form_with_dcp(kv: int, dcp: int, bs: int) -> None:
+    rkv = rank_kv(SHAPES["Llama-3.1-8B"], tp=8, dcp=dcp, block_size=bs)
+    assert rkv.largest_max_model_len(kv, 2048, upper=1 << 21) == rkv.search_max_model_len(kv, 2048, 1 << 21)
+
+
 def test_all_sliding_model_uses_the_window_rule() -> None:
     phi3 = rank_kv(SHAPES["Phi-3-mini-4k-instruct"])  # sliding_window 2047 on every layer
     assert (phi3.n_groups, phi3.group_size) == (1, 32)

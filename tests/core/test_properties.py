@@ -8,8 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.core.kvspec import rank_kv_uniform
-from app.core.ledger import Cell, RankInput
+from app.core.ledger import Cell, LedgerRules, RankInput, work_out, work_out_rank
 from app.core.plan import Engine, Layout, ModelInput, PlanInput, Policy, compute
+from app.core.report import rank_json
 
 GIB = 2**30
 
@@ -100,3 +101,43 @@ def test_uniform_budget_never_exceeds_a_safe_budget(rooms: list[int], reserve: i
     assert ub.kv_cache_memory_bytes % rkv.page_bytes == 0
     assert ub.stranded_bytes == sum(max(0, r - reserve - ub.kv_cache_memory_bytes) for r in rooms)
     assert ub.kv_cache_memory_bytes + rkv.page_bytes > max(0, min(rooms) - reserve)
+
+
+@given(
+    st.lists(rank_inputs(), min_size=1, max_size=3),
+    st.lists(st.integers(0, 2), min_size=1, max_size=12),
+    utils,
+    st.sampled_from([None, 30 * GIB]),
+)
+def test_ranks_sharing_cells_get_the_ledger_each_would_get_alone(
+    distinct: list[RankInput], picks: list[int], util: float, manual: int | None
+) -> None:
+    # work_out computes ranks built from the same cell objects once; the result must equal
+    # working every rank out on its own (labels, problems and all).
+    ranks = tuple(replace(distinct[p % len(distinct)], label=f"r{i}") for i, p in enumerate(picks))
+    rules = LedgerRules(util, kv_cache_memory_bytes=manual)
+    assert work_out(ranks, rules) == tuple(work_out_rank(r, rules) for r in ranks)
+
+
+ROW_KEYS = {
+    "total": "total_bytes", "free_at_start": "free_at_start_bytes", "requested": "requested_bytes",
+    "headroom": "headroom_bytes", "weights": "weights_bytes", "non_torch": "non_torch_bytes",
+    "cuda_graphs": "cuda_graph_bytes", "activation": "activation_bytes", "kv": "kv_bytes",
+}
+
+
+@given(st.lists(rank_inputs(), min_size=1, max_size=4), per_token, utils, st.booleans())
+def test_rank_json_rows_are_the_ledger_rows(ranks: list[RankInput], bpt: int, util: float, drop_total: bool) -> None:
+    # rank_json reads cells directly for speed; it must say what the ledger's rows() say.
+    ranks_t = tuple(
+        replace(r, label=str(i), total=None if drop_total and i == 0 else r.total) for i, r in enumerate(ranks)
+    )
+    result = compute(make_plan(ranks_t, bpt, util))
+    for lg in result.ledgers:
+        got = rank_json(lg, 1, 2, 3, 4, False)
+        rows = lg.rows()
+        assert list(got)[: 1 + len(ROW_KEYS)] == ["rank", *ROW_KEYS.values()]
+        assert {key: got[key] for key in ROW_KEYS.values()} == {
+            key: None if rows[name] is None else rows[name].bytes for name, key in ROW_KEYS.items()  # type: ignore[union-attr]
+        }
+        assert got["sources"] == {key: rows[name].source for name, key in ROW_KEYS.items() if rows[name] is not None}  # type: ignore[union-attr]
