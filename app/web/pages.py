@@ -77,7 +77,7 @@ def _plan_page(request: Request) -> Response:
     if not hx.request and parse_qsl(request.url.query, keep_blank_values=True) != sorted(view.query.items()):
         # A plain GET form submits every field: send the browser to the canonical URL.
         return RedirectResponse(view.url, status_code=303)
-    response = render(request, spec, _plan_context(request, view), merge_base=False)
+    response = render(request, spec, _plan_context(request, view, form=not hx.wants_fragment), merge_base=False)
     if hx.request:
         htmx.replace_url(response, view.url)
     return response
@@ -107,9 +107,9 @@ def _plan_levers(request: Request) -> Response:
     return render(request, spec, _plan_context(request, view), merge_base=False)
 
 
-def _plan_context(request: Request, view: views.PlanView) -> dict[str, Any]:
+def _plan_context(request: Request, view: views.PlanView, form: bool = True) -> dict[str, Any]:
     """The plan template's context; the save form asks for the write token when the server has one."""
-    context = present.plan_context(view)
+    context = present.plan_context(view, form)
     context["token_required"] = bool(request.app.state.settings.write_token)
     return context
 

@@ -12,6 +12,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote_plus
 
 from app import planning
 from app.core.kvspec import KV_CACHE_DTYPES
@@ -33,6 +34,7 @@ RANK_COLUMNS = (
     ("cuda_graph_bytes", "CUDA graphs"), ("activation_bytes", "activation"), ("kv_bytes", "KV"),
     ("stranded_bytes", "stranded"),
 )
+RANK_LABELS = tuple(label for _, label in RANK_COLUMNS)
 LIMIT_WORDS = {
     "kv_blocks": "KV blocks (memory)",
     "max_num_seqs": "max_num_seqs",
@@ -93,7 +95,6 @@ def form_context(query: Mapping[str, str], result: Mapping[str, Any] | None, has
         tp_options = sorted({*tp_options, current_tp})
     return {
         "form": form,
-        "form_keys": FORM_KEYS,
         "placeholders": placeholders,
         "options": {
             "models": model_options(form["model"], has_base),
@@ -107,17 +108,25 @@ def form_context(query: Mapping[str, str], result: Mapping[str, Any] | None, has
 
 
 def page_context(
-    query: Mapping[str, str], has_base: bool, result: Mapping[str, Any] | None = None
+    query: Mapping[str, str], has_base: bool, result: Mapping[str, Any] | None = None, form: bool = True
 ) -> dict[str, Any]:
-    """Everything the plan template reads; without a result, the page of an invalid input."""
-    return {
+    """Everything the plan template reads; without a result, the page of an invalid input.
+
+    `form=False` leaves out the form's values and options, for the htmx fragment of a slider
+    tick, which never renders the form.
+    """
+    context: dict[str, Any] = {
         "nav": "plan", "result": None, "error": None, "field_errors": {}, "charts": {}, "kpis": [],
         "admission": [], "rank_rows": [], "rank_columns": [], "rank_note": "", "rows_kind": "",
-        "base_id": query.get("base"), "json_url": querystring.page_url("/plan.json", query),
+        "base_id": query.get("base"), "json_url": "", "form_keys": FORM_KEYS,
         "compare_url": "", "sim_url": "", "token_required": False, "chart_version": "",
         "error_codes": ERROR_CODES, "url": "", "levers_url": "",
-        **form_context(query, result, has_base),
     }
+    if result is None:
+        context["json_url"] = querystring.page_url("/plan.json", query)
+    if form:
+        context.update(form_context(query, result, has_base))
+    return context
 
 
 def binding_row(result: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -245,18 +254,19 @@ def rows_kind(result: Mapping[str, Any]) -> str:
     return "estimated" if "estimated" in sources else "measured"
 
 
-def plan_context(view: PlanView) -> dict[str, Any]:
-    """The full plan page context for a computed plan."""
+def plan_context(view: PlanView, form: bool = True) -> dict[str, Any]:
+    """The plan page context for a computed plan (without the form's when `form` is False)."""
     result = view.result
     query = view.url.removeprefix("/plan")  # the canonical "?query" (or ""), encoded once by the view
     rows, note = rank_table(result)
     has_base = view.base_doc is not None
-    context = page_context(view.query, has_base, result)
+    context = page_context(view.query, has_base, result, form)
+    url_param = quote_plus(view.url)
     context.update(
         result=result, charts=charts.plan_charts(result), kpis=kpis(result), admission=admission(result),
-        rank_rows=rows, rank_note=note, rank_columns=[label for _, label in RANK_COLUMNS],
+        rank_rows=rows, rank_note=note, rank_columns=RANK_LABELS,
         rows_kind=rows_kind(result), json_url=f"/plan.json{query}",
-        compare_url=querystring.page_url("/compare", {"a": view.url, "b": view.url}),
+        compare_url=f"/compare?a={url_param}&b={url_param}",  # = page_url("/compare", {"a": url, "b": url})
         sim_url=f"/sim{query}",
         chart_version=hashlib.sha1(view.url.encode()).hexdigest()[:10], url=view.url,
         levers_url=f"/plan/levers{query}",
