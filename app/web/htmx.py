@@ -31,25 +31,44 @@ class HtmxDetails:
         return self.request and not self.boosted and not self.history_restore
 
 
-def _header(request: Request, name: str) -> str | None:
-    value = request.headers.get(name)
-    if value is None:
-        return None
-    if request.headers.get(f"{name}-URI-AutoEncoded") == "true":
+_HX_NAMES = frozenset(
+    {
+        "hx-request", "hx-boosted", "hx-target", "hx-trigger", "hx-trigger-name", "hx-current-url",
+        "hx-history-restore-request", "hx-target-uri-autoencoded", "hx-trigger-uri-autoencoded",
+        "hx-trigger-name-uri-autoencoded", "hx-current-url-uri-autoencoded",
+    }
+)
+
+
+def _hx_headers(request: Request) -> dict[str, str]:
+    """The request's HX-* headers by lower-case name, read in one pass (first value wins)."""
+    found: dict[str, str] = {}
+    for raw_name, raw_value in request.scope["headers"]:
+        if raw_name[:3].lower() == b"hx-":
+            name = raw_name.decode("latin-1").lower()
+            if name in _HX_NAMES and name not in found:
+                found[name] = raw_value.decode("latin-1")
+    return found
+
+
+def _value(headers: dict[str, str], name: str) -> str | None:
+    value = headers.get(name)
+    if value is not None and headers.get(f"{name}-uri-autoencoded") == "true":
         value = unquote(value)
     return value
 
 
 def details(request: Request) -> HtmxDetails:
     """Parse the HX-* headers of a request."""
+    headers = _hx_headers(request)
     return HtmxDetails(
-        request=request.headers.get("HX-Request") == "true",
-        boosted=request.headers.get("HX-Boosted") == "true",
-        target=_header(request, "HX-Target"),
-        trigger=_header(request, "HX-Trigger"),
-        trigger_name=_header(request, "HX-Trigger-Name"),
-        current_url=_header(request, "HX-Current-URL"),
-        history_restore=request.headers.get("HX-History-Restore-Request") == "true",
+        request=headers.get("hx-request") == "true",
+        boosted=headers.get("hx-boosted") == "true",
+        target=_value(headers, "hx-target"),
+        trigger=_value(headers, "hx-trigger"),
+        trigger_name=_value(headers, "hx-trigger-name"),
+        current_url=_value(headers, "hx-current-url"),
+        history_restore=headers.get("hx-history-restore-request") == "true",
     )
 
 

@@ -53,7 +53,7 @@ def resolve_base(query: Mapping[str, str], bases: BaseStore) -> dict[str, Any] |
 def effective_defaults(query: Mapping[str, str], base_doc: Mapping[str, Any] | None) -> dict[str, float]:
     """Slider values the plan would use if the query did not set them (memoised per structure)."""
     structure = {k: v for k, v in query.items() if k in STRUCTURAL_KEYS}
-    key = querystring.encode(structure)
+    key = tuple(sorted(structure.items()))
     cached = _DEFAULTS_CACHE.get(key)
     if cached is not None:
         return cached
@@ -69,7 +69,7 @@ def effective_defaults(query: Mapping[str, str], base_doc: Mapping[str, Any] | N
     return defaults
 
 
-_DEFAULTS_CACHE: dict[str, dict[str, float]] = {}
+_DEFAULTS_CACHE: dict[tuple[tuple[str, str], ...], dict[str, float]] = {}
 
 
 def _number(text: str) -> float | None:
@@ -86,6 +86,10 @@ def drop_slider_defaults(query: Mapping[str, str], defaults: Mapping[str, float]
     }
 
 
+#: A what-if query (its items, sorted) and whether levers were computed.
+CacheKey = tuple[tuple[tuple[str, str], ...], bool | None]
+
+
 class PlanCache:
     """The most recently computed plans, by what-if query: a slider dragged back, a reload or a
     shared link costs no recompute. Thread-safe and bounded; entries are never mutated (base
@@ -93,17 +97,17 @@ class PlanCache:
 
     def __init__(self, capacity: int = 256) -> None:
         self.capacity = capacity
-        self._views: OrderedDict[tuple[str, bool | None], PlanView] = OrderedDict()
+        self._views: OrderedDict[CacheKey, PlanView] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: tuple[str, bool | None]) -> PlanView | None:
+    def get(self, key: CacheKey) -> PlanView | None:
         with self._lock:
             view = self._views.get(key)
             if view is not None:
                 self._views.move_to_end(key)
             return view
 
-    def put(self, key: tuple[str, bool | None], view: PlanView) -> None:
+    def put(self, key: CacheKey, view: PlanView) -> None:
         with self._lock:
             self._views[key] = view
             self._views.move_to_end(key)
@@ -116,7 +120,7 @@ def plan_view(
 ) -> PlanView:
     """Compute the plan a what-if query describes; raises InputError naming the form key."""
     query = querystring.clean(params)
-    key = (querystring.encode(query), levers)
+    key = (tuple(sorted(query.items())), levers)
     cached = cache.get(key) if cache is not None else None
     if cached is not None:
         return cached

@@ -41,3 +41,12 @@ def test_vary_is_merged_once_and_replace_url_is_set() -> None:
     htmx.replace_url(response, "/plan?tp=2")
     assert response.headers["vary"] == "Accept-Encoding, HX-Request"
     assert response.headers["hx-replace-url"] == "/plan?tp=2"
+
+
+def test_header_names_in_any_case_and_first_value_wins() -> None:
+    raw = [(b"Hx-Request", b"true"), (b"HX-TARGET", b"results"), (b"hx-target", b"other"), (b"hxx-request", b"no"),
+           (b"x-hx-boosted", b"true"), (b"hx-trigger", b"caf%C3%A9"), (b"HX-Trigger-URI-AutoEncoded", b"true")]
+    request = Request({"type": "http", "method": "GET", "path": "/", "headers": raw, "query_string": b""})
+    details = htmx.details(request)
+    assert details.request and not details.boosted
+    assert details.target == "results" and details.trigger == "café"
