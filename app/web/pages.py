@@ -120,6 +120,11 @@ def import_form(request: Request) -> Response:
     return render(request, spec)
 
 
+@router.get("/import.json")
+def import_form_json(request: Request) -> Response:
+    return JSONResponse(workflows.import_form_json(request.app.state.settings))
+
+
 @router.post("/import")
 def import_post(
     request: Request,
@@ -184,6 +189,12 @@ def _compare_page(request: Request, a: str, b: str) -> Response:
 @router.get("/compare.json")
 async def compare_json(request: Request, a: str = "", b: str = "") -> Response:
     return JSONResponse(await cpu.run(request, workflows.compare_json, a, b, _bases(request)))
+
+
+@router.get("/docs.json")
+def api_docs_json() -> Response:
+    """The API page's JSON twin is the OpenAPI document itself."""
+    return RedirectResponse("/openapi.json", status_code=307)
 
 
 @router.get("/docs")

@@ -114,6 +114,22 @@ def import_context(settings: Settings, active_form: str = "", model_slug: str = 
             "model_options": [(m["slug"], m["name"]) for m in planning.catalogue_search("", limit=200)]}
 
 
+def import_form_json(settings: Settings) -> dict[str, Any]:
+    """The import page's JSON twin: what the form takes and where to post it."""
+    return {
+        "post_url": "/import.json",
+        "api_url": "/api/v1/import/log",
+        "fields": {
+            "text": "vLLM startup log text (every rank's lines; any prefix era)",
+            "file": "or the log as a file upload (multipart)",
+            "model": "optional catalogue slug: residuals are computed against that model",
+        },
+        "max_log_bytes": settings.max_log_bytes,
+        "row_keys": [key for key, _ in LOG_ROW_KEYS],
+        "models": [{"slug": m["slug"], "name": m["name"]} for m in planning.catalogue_search("", limit=200)],
+    }
+
+
 def catalogue_config(slug: str) -> dict[str, object] | None:
     """The config.json of a catalogue model, or None for no slug."""
     if not slug:

@@ -256,3 +256,25 @@ def test_import_with_an_unknown_model_is_an_inline_error(client: TestClient, ren
     response = client.post("/import", data={"text": "x", "model": "no-such-model"})
     assert response.status_code == 422
     assert renders[-1].context["error"]["field"] == "model"
+
+
+@pytest.mark.parametrize(
+    ("page", "twin", "key"),
+    [
+        ("/", "/index.json", "examples"),
+        ("/plan?model=llama-3.1-8b&tp=2", "/plan.json?model=llama-3.1-8b&tp=2", "ranks"),
+        ("/import", "/import.json", "max_log_bytes"),
+        ("/compare?a=%2Fplan%3Ftp%3D2&b=%2Fplan%3Ftp%3D4", "/compare.json?a=%2Fplan%3Ftp%3D2&b=%2Fplan%3Ftp%3D4",
+         "results"),
+        ("/sim", "/sim.json", None),
+        ("/docs", "/docs.json", "paths"),
+    ],
+)
+def test_every_page_has_a_json_twin(client: TestClient, page: str, twin: str, key: str | None) -> None:
+    # (The saved-plan and deployment pages, /p and /d, need a database: test_saved_*.py checks their twins.)
+    assert client.get(page).headers["content-type"].startswith("text/html")
+    response = client.get(twin)
+    assert response.status_code == 200, (twin, response.text[:200])
+    assert response.headers["content-type"].startswith("application/json")
+    if key is not None:
+        assert key in response.json()
