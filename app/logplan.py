@@ -84,6 +84,10 @@ def ranks_from_run(run: Mapping[str, Any]) -> list[JSON]:
     return out
 
 
+#: Engine settings the measured rows depend on: a document value other than the run's is a what-if.
+_RUN_KNOBS = frozenset({"gpu_memory_utilization", "max_num_batched_tokens"})
+
+
 def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) -> PlanDocument:
     """Replace `from_log` by the measured ranks and settings of the chosen run."""
     source = doc.from_log
@@ -107,9 +111,16 @@ def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) 
         raise InputError("from_log", f"run {doc.log_run} states no per-rank memory (no KV or total memory lines)")
     data["ranks"] = ranks
     engine: JSON = dict(data.get("engine") or {})
+    whatif: JSON = dict(data.get("whatif") or {})
     for key in ("gpu_memory_utilization", "max_model_len", "max_num_batched_tokens", "max_num_seqs", "block_size"):
         value = settings.get(key)
-        if value is not None and key not in doc.engine.model_fields_set:
+        if value is None:
+            continue
+        if key not in doc.engine.model_fields_set:
+            engine[key] = value
+        elif key in _RUN_KNOBS and engine.get(key) != value:
+            # The rows were measured at the logged value: the document's own value is a what-if on top.
+            whatif.setdefault(key, engine[key])
             engine[key] = value
     dtype = settings.get("kv_cache_dtype")
     if isinstance(dtype, str) and "kv_cache_dtype" not in doc.engine.model_fields_set:
@@ -121,9 +132,16 @@ def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) 
     inferred = {"tp": tp_from_ranks(run)}
     for key, src in (("tp", "tensor_parallel_size"), ("pp", "pipeline_parallel_size"), ("dp", "data_parallel_size")):
         value = _as_int(settings.get(src)) or inferred.get(key)
-        if value and key not in doc.layout.model_fields_set:
+        if not value:
+            continue
+        if key not in doc.layout.model_fields_set:
+            layout[key] = value
+        elif key == "tp" and layout.get(key) != value:
+            whatif.setdefault("tp", layout[key])  # a TP degree other than the run's: re-shard its rows
             layout[key] = value
     data["layout"] = layout
+    if whatif:
+        data["whatif"] = whatif
     if doc.vllm_version is None:
         version = run_version(run)
         if version is not None:
@@ -183,7 +201,8 @@ def residuals(run: Mapping[str, Any], config: Mapping[str, object] | None, per_t
             "ranks": [],
             "engine": None,
             "findings": [],
-            "basis": "the log does not name a catalogue model: supply its config.json for residuals",
+            "basis": "The log does not name a catalogue model, so blocks cannot be recomputed: "
+            "give the model's config.json (CLI: --config).",
         }
     engine: Mapping[str, Any] = run.get("engine") or {}
     logged_engine = _as_int(engine.get("num_gpu_blocks"))

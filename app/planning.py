@@ -23,7 +23,7 @@ from app.core.plan import Engine, Layout, ModelInput, PlanInput, PlanResult, Pol
 from app.core.report import result_to_dict
 from app.core.shape import ModelShape, shape_from_config
 from app.core.versions import CURRENT_VLLM, batch_defaults, rules_for
-from app.core.whatif import Lever, levers, set_max_num_batched_tokens, set_tp
+from app.core.whatif import Lever, levers, set_engine, set_max_num_batched_tokens, set_tp
 from app.schemas import PlanDocument, RankDoc, validate_plan
 
 JSON = dict[str, Any]
@@ -193,6 +193,8 @@ def _apply_whatif(doc: PlanDocument, plan: PlanInput) -> PlanInput:
         plan = set_tp(plan, doc.whatif.tp).plan
     if doc.whatif.max_num_batched_tokens is not None:
         plan = set_max_num_batched_tokens(plan, doc.whatif.max_num_batched_tokens).plan
+    if doc.whatif.gpu_memory_utilization is not None:
+        plan = set_engine(plan, gpu_memory_utilization=doc.whatif.gpu_memory_utilization).plan
     return plan
 
 

@@ -5,8 +5,9 @@ optional base document: a saved plan or an imported log); `query_from_plan` is i
 and drops every value equal to its default, so the canonical query of a what-if is short and
 stable (the caller sorts the keys when it builds the URL).
 
-Knobs that change what vLLM profiles (tp, mnbt) go into the document's `whatif` section when
-the base has measured rows, so measured rows are re-sharded rather than reinterpreted.
+Knobs that change what vLLM profiles (tp, mnbt) or the budget (util) go into the document's
+`whatif` section when the base has measured rows: the measured rows stay those of the run, and
+the transforms move them (and a measured KV room) rather than reinterpret them.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ STATIC_DEFAULTS: dict[str, str] = {
     "growth": "0",
     "reserve": "0",
 }
-WHATIF_KEYS = {"tp": "tp", "mnbt": "max_num_batched_tokens"}
+WHATIF_KEYS = {"tp": "tp", "mnbt": "max_num_batched_tokens", "util": "gpu_memory_utilization"}
 
 
 def field_for_path(path: str) -> str | None:

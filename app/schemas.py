@@ -104,10 +104,12 @@ class GpuDoc(_Strict):
 
 
 class WhatIfDoc(_Strict):
-    """Knobs that change what vLLM profiles, applied as transforms to measured rows."""
+    """Knobs applied as transforms to measured rows: they move what vLLM profiles (tp, prefill
+    chunk) or the budget (utilization), and with it a measured KV room."""
 
     tp: int | None = Field(default=None, ge=1, le=4096)
     max_num_batched_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
+    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
 
 
 class PlanDocument(_Strict):

@@ -3,7 +3,13 @@
 Each transform returns the new plan plus the dotted names of the cells it changed and of the
 cells that became estimates. Knobs that only change settings (utilization, KV dtype, block
 size, max_model_len, max_num_seqs, reserves, live tokens) keep every measured row. Knobs that
-change what vLLM profiles (TP degree, prefill chunk) re-estimate the rows they move:
+change what vLLM profiles (TP degree, prefill chunk) re-estimate the rows they move.
+
+A measured KV room (vLLM's "Available KV cache memory") holds only for the run it was measured
+in: every transform moves it by what the change moves inside the budget, Δkv = Δrequested −
+Δ(weights + non_torch + activation). Utilization moves `requested` exactly (ceil(total × u),
+the ledger's rule), so the moved room is derived from measured cells; the row deltas of the
+other knobs are estimates, and so is the room they move.
 
 - TP degree a → b: weights scale by a/b (sharded checkpoint); KV heads re-shard with the
   replication rule (KV spec recomputed); the activation peak is split into a part that shards
@@ -20,8 +26,9 @@ from dataclasses import dataclass, replace
 
 from app.core.errors import InputError
 from app.core.estimates import activation_slope, non_torch_bytes
-from app.core.ledger import Cell, RankInput
+from app.core.ledger import Cell, RankInput, Source, requested_bytes
 from app.core.plan import PlanInput, compute, estimate_context
+from app.core.versions import rules_for
 
 
 @dataclass(frozen=True)
@@ -35,9 +42,56 @@ def set_engine(plan: PlanInput, **changes: object) -> WhatIf:
     """Change engine settings (utilization, KV dtype, block size, max_model_len, max_num_seqs…)."""
     engine = replace(plan.engine, **changes)  # type: ignore[arg-type]
     changed = tuple(f"engine.{k}" for k in sorted(changes))
+    new_plan = replace(plan, engine=engine)
     if "gpu_memory_utilization" in changes:
         changed += ("ranks[*].requested", "ranks[*].headroom", "ranks[*].kv")
-    return WhatIf(replace(plan, engine=engine), changed)
+        new_plan = _rooms_for_utilization(plan, new_plan)
+    return WhatIf(new_plan, changed)
+
+
+def _rooms_for_utilization(old: PlanInput, new: PlanInput) -> PlanInput:
+    """Measured KV rooms moved by each rank's Δrequested (ceil(total × u), the ledger's rule)."""
+    u_old, u_new = old.engine.gpu_memory_utilization, new.engine.gpu_memory_utilization
+    if u_old == u_new or not any(r.kv_room is not None for r in old.ranks):
+        return new
+    ceil = rules_for(old.vllm_version).requested_is_ceil
+    ranks, stuck = [], []
+    for rank in old.ranks:
+        if rank.kv_room is None:
+            ranks.append(rank)
+        elif rank.total is None:
+            ranks.append(rank)
+            stuck.append(rank.label)
+        else:
+            moved = requested_bytes(rank.total.bytes, u_new, ceil) - requested_bytes(rank.total.bytes, u_old, ceil)
+            note = f"measured KV room {moved:+,} B: requested moves with gpu_memory_utilization {u_old} → {u_new}"
+            ranks.append(_moved_room(rank, rank, moved, note, "derived"))
+    notes = new.notes
+    if stuck:
+        notes += (
+            f"KV room measured without the GPU's total memory on {len(stuck)} rank(s) ({', '.join(stuck[:4])}"
+            f"{', …' if len(stuck) > 4 else ''}): a utilization change cannot move it; give total memory",
+        )
+    return replace(new, ranks=tuple(ranks), notes=notes)
+
+
+def _moved_room(before: RankInput, after: RankInput, requested_delta: int, note: str, source: Source) -> RankInput:
+    """`after` with the measured KV room of `before` moved by what moved inside the budget:
+    Δrequested − Δ(weights + non_torch + activation). (No transform moves the CUDA-graph row.)"""
+    room = before.kv_room
+    if room is None:
+        return after
+    rows_delta = sum(
+        (_bytes(getattr(after, row)) - _bytes(getattr(before, row))) for row in ("weights", "non_torch", "activation")
+    )
+    delta = requested_delta - rows_delta
+    if delta == 0:
+        return replace(after, kv_room=room)
+    return replace(after, kv_room=Cell(max(0, room.bytes + delta), source, note))
+
+
+def _bytes(cell: Cell | None) -> int:
+    return 0 if cell is None else cell.bytes
 
 
 def set_policy(plan: PlanInput, **changes: object) -> WhatIf:
@@ -74,10 +128,12 @@ def set_max_num_batched_tokens(plan: PlanInput, tokens: int) -> WhatIf:
         raise InputError("engine.max_num_batched_tokens", f"must be a positive number of tokens, got {tokens}")
     delta = round(activation_per_token(plan, plan.layout.tp) * (tokens - plan.engine.max_num_batched_tokens))
     note = f"activation moved by {delta:+,} B for {tokens - plan.engine.max_num_batched_tokens:+,} batched tokens"
+    room_note = f"measured KV room moved against the activation row ({note})"
     ranks = tuple(
-        replace(r, activation=Cell(max(0, r.activation.bytes + delta), "estimated", note))
+        _moved_room(r, replace(r, activation=Cell(max(0, r.activation.bytes + delta), "estimated", note)), 0,
+                    room_note, "estimated")
         if r.activation is not None
-        else _shift_room(r, -delta, note)
+        else _shift_room(r, -delta, room_note)
         for r in plan.ranks
     )
     engine = replace(plan.engine, max_num_batched_tokens=tokens)
@@ -133,15 +189,15 @@ def _reshard_rank(plan: PlanInput, new_plan: PlanInput, rank: RankInput, index: 
             return non_torch_bytes(shape, estimate_context(plan.layout, plan.engine, plan.vllm_version, tp=t))
 
         non_torch = Cell(max(0, non_torch.bytes + nt(tp) - nt(old)), "estimated", "communicator buffers re-estimated")
-    kv_room = _scaled(rank.kv_room, 1, 1, "room carried over; re-measure") if rank.kv_room else None
-    return replace(
+    resharded = replace(
         rank,
         label=label,
         weights=_scaled(rank.weights, old, tp, f"weights re-sharded TP{old}→TP{tp}"),
         activation=act,
         non_torch=non_torch,
-        kv_room=kv_room,
     )
+    note = f"measured KV room moved against the re-sharded rows TP{old}→TP{tp}; re-measure"
+    return _moved_room(rank, resharded, 0, note, "estimated")
 
 
 @dataclass(frozen=True)

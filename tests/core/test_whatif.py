@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from app.core.estimates import activation_slope
 from app.core.ledger import Cell, RankInput
@@ -116,3 +120,88 @@ def test_levers_rank_bytes_per_token_levers_first() -> None:
     assert fp8.tokens_after == 2 * fp8.tokens_before  # halving dtype bytes doubles capacity (seed 002)
     gains = [lv.tokens_gained for lv in result]
     assert gains == sorted(gains, reverse=True)
+
+
+# --- a measured KV room moves with the knobs -------------------------------------------------------
+
+GiB_sizes = st.integers(0, 8 * GIB)
+
+
+@st.composite
+def measured_plans(draw: st.DrawFn, version: str = "0.27.1") -> PlanInput:
+    """A plan of measured ranks whose KV room is exactly what the ledger subtracts (a consistent log)."""
+    shape = shape_from_config(config("llama31-8b.json"))
+    util = draw(st.sampled_from([0.8, 0.85, 0.9, 0.92]))
+    ranks = []
+    for i in range(draw(st.sampled_from([1, 2, 4]))):
+        rank = measured_rank(
+            str(i), total=draw(st.sampled_from([24, 48, 80])) * GIB, weights=draw(st.integers(2 * GIB, 16 * GIB)),
+            non_torch=draw(GiB_sizes) // 4, cuda_graphs=draw(GiB_sizes) // 2, activation=draw(GiB_sizes) // 2,
+        )
+        ranks.append(rank)
+    engine = Engine(util, "auto", 16, 8192, draw(st.sampled_from([2048, 4096, 8192])), 256)
+    plan = PlanInput(ModelInput(shape=shape), Layout(tp=len(ranks)), engine, Policy(), tuple(ranks), version)
+    rooms = [lg.kv.bytes for lg in compute(plan).ledgers]
+    with_rooms = tuple(replace(r, kv_room=Cell(kv, "measured")) for r, kv in zip(ranks, rooms, strict=True))
+    return replace(plan, ranks=with_rooms)
+
+
+def without_rooms(plan: PlanInput) -> PlanInput:
+    return replace(plan, ranks=tuple(replace(r, kv_room=None) for r in plan.ranks))
+
+
+def kvs(plan: PlanInput) -> list[int]:
+    return [max(0, lg.kv.bytes) for lg in compute(plan).ledgers]
+
+
+@given(measured_plans(), st.sampled_from([0.5, 0.7, 0.88, 0.9, 0.95, 0.98]))
+def test_utilization_moves_a_measured_room_like_the_ledger(plan: PlanInput, util: float) -> None:
+    # Independent computation: the same ranks without the room, worked out by the ledger.
+    moved = set_engine(plan, gpu_memory_utilization=util).plan
+    assert kvs(moved) == kvs(set_engine(without_rooms(plan), gpu_memory_utilization=util).plan)
+    if util != plan.engine.gpu_memory_utilization:
+        assert all(r.kv_room is not None and r.kv_room.source == "derived" for r in moved.ranks)
+
+
+@given(measured_plans(), st.sampled_from([1024, 2048, 16384]))
+def test_prefill_chunk_moves_a_measured_room_like_the_ledger(plan: PlanInput, tokens: int) -> None:
+    moved = set_max_num_batched_tokens(plan, tokens).plan
+    assert kvs(moved) == kvs(set_max_num_batched_tokens(without_rooms(plan), tokens).plan)
+
+
+@given(measured_plans(), st.sampled_from([1, 2, 4, 8]))
+def test_tp_moves_a_measured_room_like_the_ledger(plan: PlanInput, tp: int) -> None:
+    moved = set_tp(plan, tp).plan
+    assert kvs(moved) == kvs(set_tp(without_rooms(plan), tp).plan)
+
+
+@given(measured_plans(version="0.10.2"), st.floats(0.5, 0.97).map(lambda u: round(u, 2)))
+def test_more_utilization_never_fewer_tokens_on_a_measured_run(plan: PlanInput, util: float) -> None:
+    base = compute(plan).admission.tokens
+    after = compute(set_engine(plan, gpu_memory_utilization=util).plan).admission.tokens
+    assert (after >= base) if util >= plan.engine.gpu_memory_utilization else (after <= base)
+
+
+def test_room_without_total_memory_stays_and_says_why() -> None:
+    rank = RankInput("TP0", kv_room=Cell(10 * GIB, "measured"))
+    plan = PlanInput(ModelInput(kv_bytes_per_token=131072), Layout(), Engine(0.9, "auto", 16, 8192, 8192, 256),
+                     Policy(), (rank,), "0.27.1")
+    moved = set_engine(plan, gpu_memory_utilization=0.95).plan
+    assert moved.ranks[0].kv_room == rank.kv_room
+    assert any("cannot move it" in note for note in moved.notes)
+
+
+def test_real_log_utilization_what_if_moves_kv_by_delta_requested() -> None:
+    # Log 14 (vLLM 0.10.2, 8 × L40S, Qwen3-235B-A22B-FP8 TP8): every rank measured at 0.9.
+    log = (Path(__file__).parents[1] / "data" / "vllm-logs" / "14-v0102-qwen3-235b-a22b-fp8-8xl40s-tp8-ep.log")
+    doc: dict[str, object] = {"from_log": {"text": log.read_text()}}
+    base = run_plan(doc, with_levers=False)
+    moved = run_plan({**doc, "whatif": {"gpu_memory_utilization": 0.95}}, with_levers=False)
+    for r0, r1 in zip(base["ranks"], moved["ranks"], strict=True):
+        total = r0["total_bytes"]
+        assert r1["kv_bytes"] - r0["kv_bytes"] == -(-total * 95 // 100) - -(-total * 90 // 100)
+        assert r1["sources"]["kv_bytes"] == "derived"
+    assert moved["tokens"] > base["tokens"]
+    # And the engine setting given with the log is read as the same what-if.
+    as_setting = run_plan({**doc, "engine": {"gpu_memory_utilization": 0.95}}, with_levers=False)
+    assert as_setting["ranks"] == moved["ranks"]

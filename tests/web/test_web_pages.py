@@ -278,3 +278,20 @@ def test_every_page_has_a_json_twin(client: TestClient, page: str, twin: str, ke
     assert response.headers["content-type"].startswith("application/json")
     if key is not None:
         assert key in response.json()
+
+
+def test_sliders_move_the_kv_of_an_imported_run(client: TestClient) -> None:
+    # The measured KV room of a log holds at the logged utilization (0.9) and prefill chunk;
+    # moving either slider moves it (utilization exactly, by each rank's Δrequested).
+    text = (DATA / "vllm-logs" / "14-v0102-qwen3-235b-a22b-fp8-8xl40s-tp8-ep.log").read_text()
+    base = client.post("/import.json", data={"text": text}).json()["plans"][0]["url"]
+    logged = client.get(base.replace("/plan", "/plan.json", 1)).json()
+    assert logged["engine"]["gpu_memory_utilization"] == 0.9
+    higher = client.get(base.replace("/plan", "/plan.json", 1) + "&util=0.95").json()
+    assert higher["url"].endswith("util=0.95") and higher["tokens"] > logged["tokens"]
+    rank0, moved0 = logged["ranks"][0], higher["ranks"][0]
+    assert moved0["kv_bytes"] - rank0["kv_bytes"] == moved0["requested_bytes"] - rank0["requested_bytes"]
+    smaller_chunk = client.get(base.replace("/plan", "/plan.json", 1) + "&mnbt=1024").json()
+    assert smaller_chunk["tokens"] > logged["tokens"]
+    fragment = client.get(base + "&util=0.8", headers=HX)
+    assert fragment.status_code == 200 and fragment.headers["hx-replace-url"].endswith("util=0.8")
