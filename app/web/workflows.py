@@ -219,7 +219,33 @@ def compare_context(a: str, b: str, bases: BaseStore) -> dict[str, Any]:
     if not a.strip() or not b.strip():
         return {}
     result_a, result_b = _side(a, bases, "a"), _side(b, bases, "b")
-    return {"comparison": planning.compare(result_a, result_b), "side_a": result_a, "side_b": result_b}
+    comparison = planning.compare(result_a, result_b)
+    return {"comparison": comparison, "side_a": result_a, "side_b": result_b,
+            "rank_groups": rank_groups(comparison["ranks"])}
+
+
+def rank_groups(ranks: list[Mapping[str, Any]], shown: int = 64) -> list[dict[str, Any]]:
+    """The compare page's per-rank table: ranks whose every row is the same (A, B and delta) as
+    one group, each group's rows split into those that changed and those that did not."""
+    groups: dict[str, dict[str, Any]] = {}
+    for rank in ranks:
+        rows: Mapping[str, Mapping[str, Any]] = rank["rows"]
+        key = json.dumps(rows, sort_keys=True, default=str)
+        group = groups.get(key)
+        if group is None:
+            if len(groups) >= shown:
+                continue
+            changed = {k: r for k, r in rows.items() if r["a"] != r["b"]}
+            unchanged = {k: r for k, r in rows.items() if r["a"] == r["b"]}
+            group = groups[key] = {"labels": [], "changed": changed, "unchanged": unchanged}
+        group["labels"].append(str(rank["rank"]))
+    out = list(groups.values())
+    for group in out:
+        labels = group["labels"]
+        group["title"] = labels[0] if len(labels) == 1 else (
+            f"{', '.join(labels[:3])}{', …' if len(labels) > 3 else ''} ({len(labels)} ranks, the same rows)"
+        )
+    return out
 
 
 def compare_json(a: str, b: str, bases: BaseStore) -> dict[str, Any]:

@@ -183,6 +183,24 @@ def test_compare_page_rows_have_deltas(client: TestClient, renders: list[RenderE
     assert comparison["ranks"][0]["rows"]["requested_bytes"]["delta"] < 0
 
 
+def test_compare_groups_ranks_with_the_same_rows(client: TestClient, renders: list[RenderEvent]) -> None:
+    # TP8 × PP8: the 64 ranks fall into the stages that hold embeddings or the LM head and the rest.
+    a, b = "model=llama-3.1-405b&tp=8&pp=8", "model=llama-3.1-405b&tp=8&pp=8&util=0.95"
+    assert client.get("/compare", params={"a": a, "b": b}).status_code == 200
+    context = renders[-1].context
+    groups, ranks = context["rank_groups"], context["comparison"]["ranks"]
+    assert sum(len(g["labels"]) for g in groups) == len(ranks) == 64
+    assert 1 < len(groups) < 8
+    by_label = {r["rank"]: r["rows"] for r in ranks}
+    for group in groups:
+        rows = {**group["changed"], **group["unchanged"]}
+        assert all(by_label[label] == rows for label in group["labels"])  # every member has these rows
+        assert set(group["changed"]) == {"requested_bytes", "headroom_bytes", "kv_bytes", "blocks", "tokens"}
+        assert all(r["a"] == r["b"] for r in group["unchanged"].values())
+    same = client.get("/compare", params={"a": a, "b": a})
+    assert same.status_code == 200 and all(not g["changed"] for g in renders[-1].context["rank_groups"])
+
+
 def test_compare_json_twin(client: TestClient) -> None:
     body = client.get("/compare.json", params={"a": "tp=2", "b": "tp=4"}).json()
     assert body["a_url"] == "/plan?tp=2" and body["b_url"] == "/plan?tp=4"
