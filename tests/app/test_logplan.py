@@ -70,3 +70,37 @@ def test_seed003_block_count_that_cannot_fit_is_a_finding() -> None:
     assert res["engine"]["logged_blocks"] == 131072
     expected = round(29.44 * 2**30) // (16 * 81920)  # what 29.44 GiB really holds at TP4
     assert abs(res["engine"]["computed_blocks"] - expected) <= res["engine"]["tolerance_blocks"]
+
+
+@pytest.mark.parametrize(
+    ("given", "whatif"),
+    [
+        ({"engine": {"gpu_memory_utilization": 0.95}}, {"gpu_memory_utilization": 0.95}),
+        ({"engine": {"max_num_batched_tokens": 4096}}, None),  # the log does not state it: the run's value
+        ({"layout": {"tp": 4}}, {"tp": 4}),
+        ({"engine": {"gpu_memory_utilization": 0.9}, "layout": {"tp": 8}}, None),  # the logged values: no what-if
+    ],
+)
+def test_settings_given_with_a_log_that_differ_from_the_run_are_what_ifs(
+    given: dict[str, object], whatif: dict[str, object] | None
+) -> None:
+    from app.logplan import document_from_log
+    from app.schemas import validate_plan
+
+    doc = document_from_log(validate_plan({"from_log": {"text": LOG14.read_text()}, **given}), None)
+    assert doc.engine.gpu_memory_utilization == 0.9 and doc.layout.tp == 8  # the run's own settings
+    assert (doc.whatif.model_dump(exclude_none=True) if doc.whatif else None) == whatif
+    moved = run_plan({"from_log": {"text": LOG14.read_text()}, **given}, with_levers=False)
+    logged = run_plan({"from_log": {"text": LOG14.read_text()}}, with_levers=False)
+    assert (moved["ranks"] == logged["ranks"]) is (whatif is None)
+
+
+def test_a_logged_prefill_chunk_given_otherwise_is_a_what_if() -> None:
+    from app.logplan import document_from_log
+    from app.schemas import validate_plan
+
+    parsed = import_log(LOG14.read_text(encoding="utf-8"))
+    parsed["runs"][0].setdefault("settings", {})["max_num_batched_tokens"] = 8192  # as a log stating it would
+    doc = document_from_log(validate_plan({"from_log": parsed, "engine": {"max_num_batched_tokens": 2048}}), None)
+    assert doc.engine.max_num_batched_tokens == 8192
+    assert doc.whatif is not None and doc.whatif.max_num_batched_tokens == 2048
