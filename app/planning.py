@@ -225,6 +225,8 @@ def _lever_json(lv: Lever) -> JSON:
         "tokens_before": lv.tokens_before,
         "tokens_after": lv.tokens_after,
         "tokens_gained": lv.tokens_gained,
+        "will_start": lv.will_start,
+        "caveats": list(lv.caveats),
     }
 
 

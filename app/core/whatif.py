@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from app.core.errors import InputError
 from app.core.estimates import activation_slope, non_torch_bytes
 from app.core.ledger import Cell, RankInput, Source, requested_bytes
-from app.core.plan import PlanInput, compute, estimate_context
+from app.core.plan import PlanInput, Warning, compute, estimate_context
 from app.core.versions import rules_for
 
 
@@ -207,11 +207,15 @@ class Lever:
     tokens_before: int
     tokens_after: int
     tokens_gained: int
+    will_start: bool = True  # every rank passes pre-flight and one max_model_len request fits
+    caveats: tuple[str, ...] = ()  # warnings the change brings that the plan did not have
 
 
 def levers(plan: PlanInput, allowed_tp: tuple[int, ...] = ()) -> tuple[Lever, ...]:
-    """Tokens gained by each knob, best first (seed 002: bytes-per-token levers scale capacity)."""
-    base = compute(plan).admission.tokens
+    """Tokens gained by each knob, best first (seed 002: bytes-per-token levers scale capacity),
+    with whether the changed plan still starts and the warnings the change brings."""
+    before = compute(plan)
+    base, base_codes = before.admission.tokens, {w.code for w in before.warnings}
     engine = plan.engine
     trials: list[tuple[str, str, WhatIf]] = []
     if engine.kv_cache_memory_bytes is None and engine.gpu_memory_utilization < 0.97:
@@ -240,8 +244,23 @@ def levers(plan: PlanInput, allowed_tp: tuple[int, ...] = ()) -> tuple[Lever, ..
     out = []
     for knob, change, whatif in trials:
         try:
-            after = compute(whatif.plan).admission.tokens
+            result = compute(whatif.plan)
         except InputError:
             continue
-        out.append(Lever(knob, change, base, after, after - base))
-    return tuple(sorted(out, key=lambda lv: -lv.tokens_gained))
+        after = result.admission.tokens
+        starts = all(lg.will_start for lg in result.ledgers) and result.admission.fits_max_model_len
+        out.append(Lever(knob, change, base, after, after - base, starts, _caveats(result.warnings, base_codes)))
+    return tuple(sorted(out, key=lambda lv: (not lv.will_start, -lv.tokens_gained)))
+
+
+def _caveats(warnings: tuple[Warning, ...], known: set[str]) -> tuple[str, ...]:
+    """One line per warning code new to the plan ("… (and 7 more ranks)" for per-rank repeats)."""
+    by_code: dict[str, list[str]] = {}
+    for w in warnings:
+        if w.code not in known and w.code != "estimated_rows":
+            by_code.setdefault(w.code, []).append(w.message)
+    return tuple(
+        messages[0] + (f" (and {len(messages) - 1} more rank{'s' if len(messages) > 2 else ''})"
+                       if len(messages) > 1 else "")
+        for messages in by_code.values()
+    )

@@ -29,6 +29,7 @@ from app.web.errors import install as install_error_mapping
 from app.web.headers import SecurityHeaders
 from app.web.limits import BodySizeLimit
 from app.web.pages import router as pages_router
+from app.web.present import levers_flagged
 from app.web.templating import Templates
 from app.web.views import PlanCache
 
@@ -74,7 +75,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.assets = assets
     app.state.templates = Templates(
         TEMPLATES_DIR,
-        {"static_url": assets.url, "HTMX_JS": HTMX_JS, "PLOTLY_JS": PLOTLY_JS},
+        {"static_url": assets.url, "HTMX_JS": HTMX_JS, "PLOTLY_JS": PLOTLY_JS, "levers_flagged": levers_flagged},
     )
     memory = MemoryBaseStore(fixed=base_documents() if settings.demo_data else None)
     app.state.bases = DurableBaseStore(memory, lambda: _write_sessions(app))

@@ -31,6 +31,7 @@ KV_COLOUR = "#54a24b"
 STRANDED_COLOUR = "#b8dcb0"
 HEADROOM_COLOUR = "#e4e6ea"
 BINDING_COLOUR = "#c0392b"
+CAVEAT_COLOUR = "#e0a100"
 ESTIMATED = frozenset({"estimated", "default"})
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif"
 
@@ -218,11 +219,28 @@ def kv_histogram(ranks: Sequence[Mapping[str, Any]], binding_rank: object, max_b
     return {"data": [trace], "layout": layout}
 
 
+def _lever_label(lever: Mapping[str, Any]) -> str:
+    text = f"{lever.get('knob')}: {lever.get('change')}"
+    if lever.get("will_start") is False:
+        text += " (will not start)"
+    elif lever.get("caveats"):
+        text += " (see caveat)"
+    return html.escape(text)
+
+
+def _lever_colour(lever: Mapping[str, Any]) -> str:
+    if lever.get("will_start") is False or _num(lever.get("tokens_gained")) < 0:
+        return BINDING_COLOUR
+    return CAVEAT_COLOUR if lever.get("caveats") else KV_COLOUR
+
+
 def levers_figure(levers: Sequence[Mapping[str, Any]]) -> Figure:
-    """Tokens gained by each knob, as horizontal bars, biggest gain on top."""
+    """Tokens gained by each knob, as horizontal bars, biggest gain on top; a knob whose plan
+    would not start is red and says so, one that brings a new warning is amber."""
     ordered = sorted(levers, key=lambda lever: _num(lever.get("tokens_gained")))
-    labels = [html.escape(f"{lever.get('knob')}: {lever.get('change')}") for lever in ordered]
+    labels = [_lever_label(lever) for lever in ordered]
     gains = [_num(lever.get("tokens_gained")) for lever in ordered]
+    notes = [html.escape("; ".join(lever.get("caveats") or []) or "no new warnings") for lever in ordered]
     layout = _base_layout(max(160, 34 * len(ordered) + 70))
     layout.update(
         {
@@ -237,8 +255,9 @@ def levers_figure(levers: Sequence[Mapping[str, Any]]) -> Figure:
         "orientation": "h",
         "x": gains,
         "y": labels,
-        "marker": {"color": [KV_COLOUR if g >= 0 else BINDING_COLOUR for g in gains]},
-        "hovertemplate": "%{x:,} tokens<extra></extra>",
+        "customdata": notes,
+        "marker": {"color": [_lever_colour(lever) for lever in ordered]},
+        "hovertemplate": "%{x:,} tokens<br>%{customdata}<extra></extra>",
     }
     return {"data": [trace], "layout": layout}
 

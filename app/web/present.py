@@ -249,6 +249,12 @@ def rank_table(result: Mapping[str, Any]) -> tuple[list[RankRow], str]:
     return rows, note
 
 
+def levers_flagged(levers: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether any lever would stop the plan from starting or bring a new warning (results saved
+    before levers carried these keys have neither)."""
+    return any(lever.get("will_start") is False or lever.get("caveats") for lever in levers)
+
+
 def rows_kind(result: Mapping[str, Any]) -> str:
     sources = {s for r in result["ranks"][:64] for s in (r.get("sources") or {}).values()}
     return "estimated" if "estimated" in sources else "measured"

@@ -122,6 +122,24 @@ def test_levers_rank_bytes_per_token_levers_first() -> None:
     assert gains == sorted(gains, reverse=True)
 
 
+def test_levers_say_when_the_change_would_not_start_or_brings_a_warning() -> None:
+    shape = shape_from_config(config("llama31-8b.json"))
+    # vLLM 0.10.2: CUDA graphs are captured outside the budget. 0.9 → 0.93 leaves 5.6 GiB of
+    # headroom on 80 GiB, less than the 6 GiB of graphs; and rank 1 has only 73 GiB free.
+    rows = {"total": 80 * GIB, "weights": 16 * GIB, "non_torch": GIB, "activation": 2 * GIB, "cuda_graphs": 6 * GIB}
+    ranks = (measured_rank("0", **rows), measured_rank("1", free_at_start=73 * GIB, **rows))
+    plan = PlanInput(ModelInput(shape=shape), Layout(tp=2), Engine(0.9, "auto", 16, 8192, 8192, 256), Policy(),
+                     ranks, "0.10.2")
+    assert compute(plan).warnings == ()
+    util = next(lv for lv in levers(plan) if lv.knob == "gpu_memory_utilization")
+    assert util.tokens_gained > 0 and not util.will_start
+    assert any("73.00 GiB free at start" in c for c in util.caveats)
+    assert any(c.startswith("rank 0: CUDA graphs") and c.endswith("(and 1 more rank)") for c in util.caveats)
+    others = [lv for lv in levers(plan) if lv.knob != "gpu_memory_utilization"]
+    assert others and all(lv.will_start and not lv.caveats for lv in others)
+    assert levers(plan)[-1].knob == "gpu_memory_utilization"  # a lever that does not start comes last
+
+
 # --- a measured KV room moves with the knobs -------------------------------------------------------
 
 GiB_sizes = st.integers(0, 8 * GIB)

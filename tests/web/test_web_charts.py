@@ -66,6 +66,19 @@ def test_levers_sorted_biggest_on_top() -> None:
     assert trace["y"][0] == "c: &lt;b&gt;"
 
 
+def test_levers_that_fail_or_warn_are_coloured_and_labelled() -> None:
+    levers = [
+        {"knob": "ok", "change": "1 → 2", "tokens_gained": 10, "will_start": True, "caveats": []},
+        {"knob": "warn", "change": "1 → 2", "tokens_gained": 20, "will_start": True, "caveats": ["<graphs>"]},
+        {"knob": "fail", "change": "1 → 2", "tokens_gained": 30, "will_start": False, "caveats": ["no room"]},
+        {"knob": "old", "change": "1 → 2", "tokens_gained": 5},  # saved before levers carried these keys
+    ]
+    trace = charts.levers_figure(levers)["data"][0]
+    assert trace["y"] == ["old: 1 → 2", "ok: 1 → 2", "warn: 1 → 2 (see caveat)", "fail: 1 → 2 (will not start)"]
+    assert trace["marker"]["color"] == [charts.KV_COLOUR, charts.KV_COLOUR, charts.CAVEAT_COLOUR, charts.BINDING_COLOUR]
+    assert trace["customdata"][2] == "&lt;graphs&gt;"
+
+
 def test_figures_are_plain_json_without_plotly() -> None:
     result = planning.run_plan(planning.plan_from_query({"model": "llama-3.1-70b", "tp": "4"}))
     json.dumps(charts.plan_charts(result), allow_nan=False)
