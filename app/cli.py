@@ -97,7 +97,10 @@ def _plan_table(result: dict[str, Any]) -> str:
         f"binding rank {result['binding_rank']}: {result['binding_reason']}",
         f"tokens {result['tokens']:,} (raw {result['raw_tokens'] or 0:,}), "
         f"schedulable {result['schedulable_tokens']:,}, "
-        f"concurrency ceiling {result['concurrency_ceiling']}, binding limit {result['binding_limit']}",
+        "concurrency ceiling "
+        + (f"{result['concurrency_ceiling']:,}" if result["concurrency_ceiling"] is not None
+           else "not set (give policy.avg_live_tokens)")
+        + f", binding limit {result['binding_limit']}",
         f"vLLM max concurrency at {result['engine']['max_model_len']:,} tokens: "
         f"{result['max_concurrency_at_max_model_len']:.2f}x "
         f"(derived 'GPU KV cache size' {result['vllm_kv_cache_size_tokens']:,})",
@@ -111,6 +114,11 @@ def _plan_table(result: dict[str, Any]) -> str:
         )
     lines.append("flags: " + " ".join(result["flags"]))
     lines += [f"warning [{w['code']}] {w['message']}" for w in result["warnings"]]
+    lines += [f"note: {note}" for note in result.get("notes") or []]
+    for lever in result.get("levers") or []:
+        caveat = "" if lever.get("will_start", True) else " (will not start)"
+        caveat += "".join(f"; {c}" for c in lever.get("caveats") or [])
+        lines.append(f"lever {lever['knob']} {lever['change']}: {lever['tokens_gained']:+,} tokens{caveat}")
     return "\n".join(lines)
 
 

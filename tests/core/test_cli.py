@@ -87,6 +87,19 @@ def test_plan_table_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert main(["plan", write(tmp_path, GOOD)]) == 0
     out = capsys.readouterr().out
     assert "44.00 GiB" in out and "binding rank 0" in out and "--gpu-memory-utilization" in out
+    assert "concurrency ceiling None" not in out
+    assert "lever gpu_memory_utilization" in out  # the levers, with their token gains
+
+
+def test_plan_table_says_what_a_lever_would_break(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = Path(__file__).parents[1] / "data" / "vllm-logs" / "14-v0102-qwen3-235b-a22b-fp8-8xl40s-tp8-ep.log"
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps({"from_log": str(log)}))
+    assert main(["plan", str(path)]) == 0
+    out = capsys.readouterr().out
+    lever = next(line for line in out.splitlines() if line.startswith("lever gpu_memory_utilization 0.9 → 0.93"))
+    assert "CUDA graphs (3.45 GiB) are captured outside the budget" in lever and "(and 7 more ranks)" in lever
+    assert "note: model given as bytes per token per rank" in out
 
 
 def test_kv_bytes_keys(capsys: pytest.CaptureFixture[str]) -> None:
