@@ -253,24 +253,25 @@ def _manual_fit(inp: RankInput, rules: LedgerRules) -> list[tuple[str, str]]:
 
 
 def work_out(ranks: tuple[RankInput, ...], rules: LedgerRules) -> tuple[RankLedger, ...]:
-    """Every rank's ledger. Ranks built from the same cell objects (the copies of an estimated
-    rank, or the engines of a large DP plan) share one computation unless it found a problem,
-    whose message names the rank."""
+    """Every rank's ledger. A rank built from the same cell objects as the rank before it (the
+    TP ranks of an estimated stage, the engines of a large DP plan) shares that computation,
+    unless it found a problem, whose message names the rank."""
     ratio = rules.utilization_ratio
-    done: dict[tuple[int, ...], RankLedger] = {}
-    out = []
+    out: list[RankLedger] = []
+    prev: RankLedger | None = None
     for r in ranks:
-        # The inputs are alive for the whole call, so their ids are stable keys.
-        key = (
-            id(r.total), id(r.free_at_start), id(r.weights), id(r.non_torch),
-            id(r.cuda_graphs), id(r.activation), id(r.kv_room),
-        )
-        same = done.get(key)
-        if same is not None:
-            out.append(RankLedger(r, same.requested_bytes, same.kv, same.will_start))
+        if prev is not None and _same_cells(r, prev.inp):
+            out.append(RankLedger(r, prev.requested_bytes, prev.kv, prev.will_start))
             continue
         ledger = work_out_rank(r, rules, ratio)
-        if not ledger.problems:
-            done[key] = ledger
+        prev = None if ledger.problems else ledger
         out.append(ledger)
     return tuple(out)
+
+
+def _same_cells(a: RankInput, b: RankInput) -> bool:
+    return (
+        a.total is b.total and a.weights is b.weights and a.activation is b.activation
+        and a.non_torch is b.non_torch and a.cuda_graphs is b.cuda_graphs
+        and a.free_at_start is b.free_at_start and a.kv_room is b.kv_room
+    )

@@ -112,7 +112,7 @@ def test_uniform_budget_never_exceeds_a_safe_budget(rooms: list[int], reserve: i
 def test_ranks_sharing_cells_get_the_ledger_each_would_get_alone(
     distinct: list[RankInput], picks: list[int], util: float, manual: int | None
 ) -> None:
-    # work_out computes ranks built from the same cell objects once; the result must equal
+    # work_out shares the computation of a rank built from the same cells as the one before; it must equal
     # working every rank out on its own (labels, problems and all).
     ranks = tuple(replace(distinct[p % len(distinct)], label=f"r{i}") for i, p in enumerate(picks))
     rules = LedgerRules(util, kv_cache_memory_bytes=manual)
