@@ -21,9 +21,9 @@ from app.core.kvspec import rank_kv
 from app.core.ledger import Cell, RankInput
 from app.core.plan import Engine, Layout, ModelInput, PlanInput, PlanResult, Policy, compute, estimate_context
 from app.core.report import result_to_dict
-from app.core.shape import ModelShape, shape_from_config
+from app.core.shape import ModelShape, online_fp8_shape, shape_from_config
 from app.core.versions import CURRENT_VLLM, batch_defaults, rules_for
-from app.core.whatif import Lever, levers, set_engine, set_max_num_batched_tokens, set_tp
+from app.core.whatif import Lever, levers, set_engine, set_max_num_batched_tokens, set_quantization, set_tp
 from app.schemas import PlanDocument, RankDoc, validate_plan
 
 JSON = dict[str, Any]
@@ -102,7 +102,7 @@ def build_plan(doc: PlanDocument, read_log: LogReader | None = None) -> PlanInpu
         from app.logplan import document_from_log
 
         doc = document_from_log(doc, read_log)
-    model = resolve_model(doc)
+    model = _quantized(resolve_model(doc), doc.engine.quantization)
     version = doc.vllm_version or CURRENT_VLLM
     rules = rules_for(version)
     gpu_total = doc.gpu.total if doc.gpu else max((r.total or 0 for r in doc.ranks or []), default=0) or None
@@ -120,6 +120,7 @@ def build_plan(doc: PlanDocument, read_log: LogReader | None = None) -> PlanInpu
         max_num_seqs=engine_doc.max_num_seqs or default_seqs,
         kv_cache_memory_bytes=engine_doc.kv_cache_memory_bytes,
         enforce_eager=engine_doc.enforce_eager,
+        quantization=engine_doc.quantization,
     )
     layout = Layout(tp=doc.layout.tp, pp=doc.layout.pp, dp=doc.layout.dp, dcp=doc.layout.dcp)
     policy = Policy(
@@ -137,6 +138,25 @@ def build_plan(doc: PlanDocument, read_log: LogReader | None = None) -> PlanInpu
         estimated = True
     plan = PlanInput(model, layout, engine, policy, ranks, version, gpu_total, estimated)
     return _apply_whatif(doc, plan)
+
+
+def _quantization_notes(plan: PlanInput) -> PlanInput:
+    """Online fp8 before vLLM 0.14 held every full-precision weight until all had loaded
+    (fixed by vllm-project/vllm PR #31914, merged 2026-01-07; release assumed 0.14.0)."""
+    if plan.engine.quantization is None or rules_for(plan.vllm_version).version >= (0, 14, 0):
+        return plan
+    note = ("vLLM before 0.14 loads every weight at full precision before quantizing to fp8: the unquantized "
+            "weights must fit in free memory at start (PR #31914 streams them since)")
+    return replace(plan, notes=(*plan.notes, note))
+
+
+def _quantized(model: ModelInput, quantization: str | None) -> ModelInput:
+    """The model as vLLM holds it under `--quantization` (only fp8 on an unquantized checkpoint)."""
+    if quantization is None:
+        return model
+    if model.shape is None:
+        raise InputError("engine.quantization", "needs the model's config.json (or a catalogue model) to size weights")
+    return replace(model, shape=online_fp8_shape(model.shape))
 
 
 def _fill_missing_rows(
@@ -188,14 +208,16 @@ def _estimate_ranks(
 
 def _apply_whatif(doc: PlanDocument, plan: PlanInput) -> PlanInput:
     if doc.whatif is None:
-        return plan
+        return _quantization_notes(plan)
     if doc.whatif.tp is not None:
         plan = set_tp(plan, doc.whatif.tp).plan
     if doc.whatif.max_num_batched_tokens is not None:
         plan = set_max_num_batched_tokens(plan, doc.whatif.max_num_batched_tokens).plan
     if doc.whatif.gpu_memory_utilization is not None:
         plan = set_engine(plan, gpu_memory_utilization=doc.whatif.gpu_memory_utilization).plan
-    return plan
+    if doc.whatif.quantization is not None:
+        plan = set_quantization(plan, doc.whatif.quantization).plan
+    return _quantization_notes(plan)
 
 
 def allowed_tp_for(plan: PlanInput, limit: int = 64) -> tuple[int, ...]:

@@ -5,7 +5,7 @@ optional base document: a saved plan or an imported log); `query_from_plan` is i
 and drops every value equal to its default, so the canonical query of a what-if is short and
 stable (the caller sorts the keys when it builds the URL).
 
-Knobs that change what vLLM profiles (tp, mnbt) or the budget (util) go into the document's
+Knobs that change what vLLM profiles (tp, mnbt, quant) or the budget (util) go into the document's
 `whatif` section when the base has measured rows: the measured rows stay those of the run, and
 the transforms move them (and a measured KV room) rather than reinterpret them.
 """
@@ -35,6 +35,7 @@ FIELDS: dict[str, tuple[str, str]] = {
     "util": ("engine.gpu_memory_utilization", "float"),
     "kv_bytes": ("engine.kv_cache_memory_bytes", "size"),
     "kv_dtype": ("engine.kv_cache_dtype", "str"),
+    "quant": ("engine.quantization", "str"),
     "block_size": ("engine.block_size", "int"),
     "max_model_len": ("engine.max_model_len", "int"),
     "mnbt": ("engine.max_num_batched_tokens", "int"),
@@ -53,7 +54,9 @@ STATIC_DEFAULTS: dict[str, str] = {
     "growth": "0",
     "reserve": "0",
 }
-WHATIF_KEYS = {"tp": "tp", "mnbt": "max_num_batched_tokens", "util": "gpu_memory_utilization"}
+WHATIF_KEYS = {
+    "tp": "tp", "mnbt": "max_num_batched_tokens", "util": "gpu_memory_utilization", "quant": "quantization",
+}
 
 
 def field_for_path(path: str) -> str | None:

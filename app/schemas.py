@@ -7,7 +7,7 @@ failure becomes an `InputError` naming the dotted field path (e.g. `ranks[2].tot
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
@@ -69,6 +69,7 @@ class EngineDoc(_Strict):
     max_num_batched_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
     max_num_seqs: int | None = Field(default=None, ge=1, le=1_000_000)
     enforce_eager: bool = False
+    quantization: Literal["fp8"] | None = None
 
 
 class PolicyDoc(_Strict):
@@ -110,6 +111,7 @@ class WhatIfDoc(_Strict):
     tp: int | None = Field(default=None, ge=1, le=4096)
     max_num_batched_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
+    quantization: Literal["fp8"] | None = None
 
 
 class PlanDocument(_Strict):

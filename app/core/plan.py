@@ -51,6 +51,7 @@ class Engine:
     max_num_seqs: int
     kv_cache_memory_bytes: int | None = None
     enforce_eager: bool = False
+    quantization: str | None = None  # vLLM's --quantization for an unquantized checkpoint ("fp8")
 
 
 @dataclass(frozen=True)

@@ -109,6 +109,8 @@ def flags(result: PlanResult) -> list[str]:
     out.append(f"--max-num-seqs {engine.max_num_seqs}")
     if engine.kv_cache_dtype != "auto":
         out.append(f"--kv-cache-dtype {engine.kv_cache_dtype}")
+    if engine.quantization is not None:
+        out.append(f"--quantization {engine.quantization}")
     out.append(f"--block-size {engine.block_size}")
     if engine.enforce_eager:
         out.append("--enforce-eager")
@@ -215,6 +217,8 @@ def result_to_dict(result: PlanResult, levers: list[JSON] | None = None) -> JSON
             "kv_heads": shape.num_kv_heads if shape else None,
             "head_dim": shape.head_dim if shape else None,
             "dtype": shape.dtype if shape else None,
+            "quantization": (shape.online_quantization or shape.quantization) if shape else None,
+            "weight_bytes": shape.weight_bytes if shape else None,
         },
         "layout": {
             "tp": plan.layout.tp,
@@ -232,6 +236,7 @@ def result_to_dict(result: PlanResult, levers: list[JSON] | None = None) -> JSON
             "max_num_batched_tokens": plan.engine.max_num_batched_tokens,
             "max_num_seqs": plan.engine.max_num_seqs,
             "enforce_eager": plan.engine.enforce_eager,
+            "quantization": plan.engine.quantization,
         },
         "policy": {
             "growth_reserve": plan.policy.growth_reserve,

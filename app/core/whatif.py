@@ -22,12 +22,14 @@ other knobs are estimates, and so is the room they move.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from app.core.errors import InputError
-from app.core.estimates import activation_slope, non_torch_bytes
+from app.core.estimates import activation_slope, non_torch_bytes, weights_per_stage
 from app.core.ledger import Cell, RankInput, Source, requested_bytes
 from app.core.plan import PlanInput, Warning, compute, estimate_context
+from app.core.shape import online_fp8_shape
 from app.core.versions import rules_for
 
 
@@ -200,6 +202,50 @@ def _reshard_rank(plan: PlanInput, new_plan: PlanInput, rank: RankInput, index: 
     return _moved_room(rank, resharded, 0, note, "estimated")
 
 
+def set_quantization(plan: PlanInput, method: str) -> WhatIf:
+    """Serve an unquantized checkpoint with `--quantization fp8`: every weight row shrinks by its
+    stage's estimated ratio (linear and expert weights to one byte, the rest unchanged; see
+    shape.online_fp8_shape), and a measured KV room grows by what the weights free."""
+    if method != "fp8":
+        raise InputError("whatif.quantization", f"only fp8 (online quantization) is modelled, got {method!r}")
+    if plan.engine.quantization == method:
+        return WhatIf(plan, ())
+    shape = plan.model.shape
+    if shape is None:
+        raise InputError("whatif.quantization", "needs the model's config.json (or a catalogue model) to size weights")
+    quantized = online_fp8_shape(shape)
+    layout = plan.layout
+    before = weights_per_stage(shape, layout.tp, layout.pp)
+    after = weights_per_stage(quantized, layout.tp, layout.pp)
+    note = f"weights at fp8 (--quantization fp8): linear and expert weights at one byte, {shape.dtype} elsewhere"
+    room_note = "measured KV room moved by the weights fp8 frees (estimated)"
+    ranks = []
+    for i, rank in enumerate(plan.ranks):
+        stage = _stage_of(rank.label, i, layout.tp, layout.pp)
+        weights = rank.weights
+        if weights is not None:
+            scaled = weights.bytes * after[stage] // max(1, before[stage])
+            rank = _moved_room(rank, replace(rank, weights=Cell(scaled, "estimated", note)), 0, room_note, "estimated")
+        ranks.append(rank)
+    new_plan = replace(
+        plan,
+        model=replace(plan.model, shape=quantized),
+        engine=replace(plan.engine, quantization=method),
+        ranks=tuple(ranks),
+    )
+    return WhatIf(new_plan, ("engine.quantization", "ranks[*].weights", "ranks[*].kv"), ("ranks[*].weights",))
+
+
+def _stage_of(label: str, index: int, tp: int, pp: int) -> int:
+    """A rank's pipeline stage: from its label (PP<n>_…) when it says, else from its position."""
+    match = _PP_LABEL.match(label)
+    stage = int(match.group(1)) if match else index // max(1, tp)
+    return stage % max(1, pp)
+
+
+_PP_LABEL = re.compile(r"^PP(\d+)")
+
+
 @dataclass(frozen=True)
 class Lever:
     knob: str
@@ -238,6 +284,9 @@ def levers(plan: PlanInput, allowed_tp: tuple[int, ...] = ()) -> tuple[Lever, ..
                 set_max_num_batched_tokens(plan, half),
             )
         )
+    shape = plan.model.shape
+    if shape is not None and shape.quantization is None and engine.quantization is None:
+        trials.append(("quantization", f"{shape.dtype} → fp8 weights", set_quantization(plan, "fp8")))
     bigger = [t for t in allowed_tp if t > plan.layout.tp]
     if bigger and plan.model.shape is not None:
         trials.append(("tensor_parallel_size", f"{plan.layout.tp} → {bigger[0]}", set_tp(plan, bigger[0])))

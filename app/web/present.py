@@ -22,7 +22,7 @@ from app.web.views import PlanView
 
 FORM_KEYS = (
     "model", "gpu_total", "ranks", "vllm", "tp", "pp", "dp", "util", "mnbt", "kv_bytes",
-    "kv_dtype", "block_size", "max_model_len", "max_num_seqs", "growth", "reserve", "live",
+    "kv_dtype", "quant", "block_size", "max_model_len", "max_num_seqs", "growth", "reserve", "live",
 )
 BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 ERROR_CODES = frozenset(
@@ -80,6 +80,7 @@ def form_context(query: Mapping[str, str], result: Mapping[str, Any] | None, has
             tp=str(layout["tp"]), pp=str(layout["pp"]), dp=str(layout["dp"]),
             util=str(engine["gpu_memory_utilization"]), mnbt=str(engine["max_num_batched_tokens"]),
             kv_dtype=engine["kv_cache_dtype"], block_size=str(engine["block_size"]),
+            quant=str(engine.get("quantization") or ""),
             growth=str(policy["growth_reserve"]),
         )
         if not form["gpu_total"] and result["ranks"]:
@@ -101,10 +102,23 @@ def form_context(query: Mapping[str, str], result: Mapping[str, Any] | None, has
             "tp": [(str(tp), str(tp)) for tp in tp_options],
             "kv_dtypes": [(d, d) for d in KV_CACHE_DTYPES],
             "block_sizes": [(str(b), str(b)) for b in BLOCK_SIZES],
+            "quant": quant_options(result),
         },
         "show_memory": not has_base,
         "reset_url": querystring.page_url("/plan", {k: v for k, v in query.items() if k in ("base", "model")}),
     }
+
+
+def quant_options(result: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """The weights select: as the checkpoint holds them, or online fp8 for an unquantized one."""
+    fp8 = ("fp8", "fp8 (--quantization fp8)")
+    if result is None:
+        return [("", "as the checkpoint"), fp8]
+    model, engine = result["model"], result["engine"]
+    checkpoint = None if engine.get("quantization") else model.get("quantization")
+    if checkpoint:
+        return [("", f"as the checkpoint ({checkpoint})")]
+    return [("", f"as the checkpoint ({model.get('dtype') or 'model dtype'})"), fp8]
 
 
 def page_context(

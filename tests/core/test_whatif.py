@@ -6,14 +6,16 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from app.core.errors import InputError
 from app.core.estimates import activation_slope
 from app.core.ledger import Cell, RankInput
 from app.core.plan import Engine, Layout, ModelInput, PlanInput, Policy, compute
-from app.core.shape import shape_from_config
-from app.core.whatif import levers, set_engine, set_max_num_batched_tokens, set_tp
+from app.core.shape import online_fp8_shape, shape_from_config
+from app.core.whatif import levers, set_engine, set_max_num_batched_tokens, set_quantization, set_tp
 from app.planning import run_plan
 
 GIB = 2**30
@@ -223,3 +225,59 @@ def test_real_log_utilization_what_if_moves_kv_by_delta_requested() -> None:
     # And the engine setting given with the log is read as the same what-if.
     as_setting = run_plan({**doc, "engine": {"gpu_memory_utilization": 0.95}}, with_levers=False)
     assert as_setting["ranks"] == moved["ranks"]
+
+
+# --- weights served at fp8 (--quantization fp8) -----------------------------------------------------
+
+
+def test_online_fp8_weights_match_a_published_measurement() -> None:
+    # tinygrad PR #12893: Llama-3-8B with linear weights at fp8, embeddings and LM head kept at
+    # bf16 (vLLM's Fp8Config rule): "ram used: 16.06 GB" → "9.08 GB".
+    shape = shape_from_config(config("llama31-8b.json"))
+    assert abs(shape.weight_bytes / 16.06e9 - 1) < 0.005
+    assert abs(online_fp8_shape(shape).weight_bytes / 9.08e9 - 1) < 0.005
+
+
+def test_online_fp8_of_a_bf16_moe_is_about_its_fp8_checkpoint() -> None:
+    # Qwen3-30B-A3B: the published FP8 checkpoint (128×128 block scales) against online fp8 of the bf16 one.
+    online = online_fp8_shape(shape_from_config(config("qwen3-30b-a3b.json"))).weight_bytes
+    checkpoint = shape_from_config(config("qwen3-30b-a3b-fp8.json")).weight_bytes
+    assert abs(online / checkpoint - 1) < 0.02
+
+
+def test_fp8_of_a_quantized_checkpoint_is_refused() -> None:
+    with pytest.raises(InputError) as err:
+        online_fp8_shape(shape_from_config(config("qwen3-30b-a3b-fp8.json")))
+    assert err.value.field == "engine.quantization" and "already quantized" in err.value.message
+
+
+@given(measured_plans())
+def test_quantization_moves_a_measured_room_like_the_ledger(plan: PlanInput) -> None:
+    moved = set_quantization(plan, "fp8").plan
+    assert kvs(moved) == kvs(set_quantization(without_rooms(plan), "fp8").plan)
+    assert all(
+        a.weights is not None and b.weights is not None and a.weights.bytes < b.weights.bytes
+        for a, b in zip(moved.ranks, plan.ranks, strict=True)
+    )
+    assert compute(moved).admission.tokens >= compute(plan).admission.tokens
+    assert set_quantization(moved, "fp8").plan == moved  # already at fp8: nothing moves
+
+
+@pytest.mark.parametrize("layout", [{"tp": 4}, {"tp": 2, "pp": 3}])
+def test_fp8_as_a_setting_and_as_a_what_if_agree_on_estimated_rows(layout: dict[str, int]) -> None:
+    doc: dict[str, object] = {"model": {"catalogue": "llama-3.1-70b"}, "gpu": {"total": "80GiB"}, "layout": layout}
+    setting = run_plan({**doc, "engine": {"quantization": "fp8"}}, with_levers=False)
+    whatif = run_plan({**doc, "whatif": {"quantization": "fp8"}}, with_levers=False)
+    plain = run_plan(doc)
+    assert [r["weights_bytes"] for r in setting["ranks"]] == [r["weights_bytes"] for r in whatif["ranks"]]
+    assert setting["tokens"] == whatif["tokens"] > plain["tokens"]
+    assert "--quantization fp8" in setting["flags"] and "--quantization fp8" not in plain["flags"]
+    lever = next(lv for lv in plain["levers"] if lv["knob"] == "quantization")
+    assert lever["tokens_after"] == setting["tokens"]
+    assert setting["model"]["quantization"] == "fp8" and setting["engine"]["quantization"] == "fp8"
+
+
+def test_fp8_before_vllm_014_notes_the_full_precision_load() -> None:
+    doc = {"model": {"catalogue": "llama-3.1-8b"}, "gpu": {"total": "24GiB"}, "engine": {"quantization": "fp8"}}
+    assert any("full precision" in n for n in run_plan({**doc, "vllm_version": "0.10.2"})["notes"])
+    assert not any("full precision" in n for n in run_plan(doc)["notes"])

@@ -313,3 +313,21 @@ def test_sliders_move_the_kv_of_an_imported_run(client: TestClient) -> None:
     assert smaller_chunk["tokens"] > logged["tokens"]
     fragment = client.get(base + "&util=0.8", headers=HX)
     assert fragment.status_code == 200 and fragment.headers["hx-replace-url"].endswith("util=0.8")
+
+
+def test_weights_at_fp8_from_the_form(client: TestClient, renders: list[RenderEvent]) -> None:
+    plain = client.get("/plan.json", params={"model": "llama-3.1-70b", "tp": "4"}).json()
+    fp8 = client.get("/plan", params={"model": "llama-3.1-70b", "tp": "4", "quant": "fp8"}, headers=HX)
+    assert fp8.status_code == 200 and fp8.headers["hx-replace-url"] == "/plan?model=llama-3.1-70b&quant=fp8&tp=4"
+    result = renders[-1].context["result"]
+    assert result["tokens"] > plain["tokens"] and "--quantization fp8" in result["flags"]
+    client.get("/plan", params={"model": "llama-3.1-70b", "tp": "4"})
+    assert renders[-1].context["options"]["quant"] == [("", "as the checkpoint (bfloat16)"),
+                                                       ("fp8", "fp8 (--quantization fp8)")]
+    # An FP8 checkpoint offers only itself, and asking for fp8 anyway is an inline error at the field.
+    client.get("/plan", params={"model": "qwen3-30b-a3b-fp8"})
+    assert renders[-1].context["options"]["quant"] == [("", "as the checkpoint (fp8)")]
+    refused = client.get("/plan", params={"model": "qwen3-30b-a3b-fp8", "quant": "fp8"})
+    assert refused.status_code == 422 and "already quantized" in renders[-1].context["field_errors"]["quant"]
+    bad = client.get("/plan.json", params={"model": "llama-3.1-8b", "quant": "int3"})
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "engine.quantization"
