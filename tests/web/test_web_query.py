@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from urllib.parse import parse_qsl, urlsplit
 
 from hypothesis import given, settings
@@ -94,9 +95,25 @@ def test_field_key_maps_document_paths_to_form_keys() -> None:
 
 
 def test_json_for_html_escapes_markup() -> None:
-    text = str(json_for_html({"name": "</script><img src=x onerror=alert(1)>&"}))
-    assert "<" not in text and ">" not in text and "&" not in text
-    assert "\\u003c/script\\u003e" in text
+    text = str(json_for_html({"name": "</script><img src=x onerror=alert(1)>&\u2028\u2029<!--"}))
+    assert not any(c in text for c in "<>&\u2028\u2029")
+    assert "\\u003c/script\\u003e" in text and "\\u2028\\u2029" in text
+    assert json_for_html({"y": [float("nan"), 1.5, None]}) == '{"y":[null,1.5,null]}'
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(json_values)
+def test_json_for_html_round_trips_and_never_closes_the_script(value: object) -> None:
+    text = str(json_for_html(value))
+    assert json.loads(text) == value
+    assert "</" not in text and "<!--" not in text
 
 
 messy_values = st.one_of(
