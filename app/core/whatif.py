@@ -199,7 +199,11 @@ def _reshard_rank(plan: PlanInput, new_plan: PlanInput, rank: RankInput, index: 
         non_torch=non_torch,
     )
     note = f"measured KV room moved against the re-sharded rows TP{old}→TP{tp}; re-measure"
-    return _moved_room(rank, resharded, 0, note, "estimated")
+    moved = _moved_room(rank, resharded, 0, note, "estimated")
+    if rank.kv_room is not None and moved.kv_room is rank.kv_room:
+        # No row to move it by (a room measured alone): it still belongs to the other TP degree.
+        moved = replace(moved, kv_room=_scaled(rank.kv_room, 1, 1, f"room measured at TP{old}; re-measure"))
+    return moved
 
 
 def set_quantization(plan: PlanInput, method: str) -> WhatIf:

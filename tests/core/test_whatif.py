@@ -281,3 +281,11 @@ def test_fp8_before_vllm_014_notes_the_full_precision_load() -> None:
     doc = {"model": {"catalogue": "llama-3.1-8b"}, "gpu": {"total": "24GiB"}, "engine": {"quantization": "fp8"}}
     assert any("full precision" in n for n in run_plan({**doc, "vllm_version": "0.10.2"})["notes"])
     assert not any("full precision" in n for n in run_plan(doc)["notes"])
+
+
+def test_a_room_measured_alone_is_an_estimate_at_another_tp() -> None:
+    shape = shape_from_config(config("llama31-8b.json"))
+    plan = PlanInput(ModelInput(shape=shape), Layout(tp=1), Engine(0.9, "auto", 16, 8192, 8192, 256), Policy(),
+                     (RankInput("0", kv_room=Cell(40 * GIB, "measured")),), "0.27.1")
+    room = set_tp(plan, 2).plan.ranks[0].kv_room
+    assert room is not None and room.bytes == 40 * GIB and room.source == "estimated"
