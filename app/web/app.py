@@ -9,6 +9,7 @@ includes the page and API routers plus optional routers that other work adds lat
 
 from __future__ import annotations
 
+import gc
 import importlib
 import logging
 from pathlib import Path
@@ -113,4 +114,14 @@ def serve(host: str, port: int) -> None:
 
     settings = Settings.from_env()
     prepare_database(settings)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="info", access_log=False)
+    app = create_app(settings)
+    freeze_startup_objects()
+    uvicorn.run(app, host=host, port=port, log_level="info", access_log=False)
+
+
+def freeze_startup_objects() -> None:
+    """Move everything start-up created (modules, the app, the catalogue) out of the garbage
+    collector's reach: with ~125k such objects a full collection takes ~75 ms, a pause some
+    request would wait through; after `gc.freeze` it scans only what requests create."""
+    gc.collect()
+    gc.freeze()

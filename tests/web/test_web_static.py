@@ -75,3 +75,15 @@ def test_security_headers_on_pages(client: TestClient) -> None:
     csp = response.headers["content-security-policy"]
     assert "script-src 'self'" in csp and "unsafe-eval" not in csp and "frame-ancestors 'none'" in csp
     assert response.headers["x-content-type-options"] == "nosniff"
+
+
+def test_startup_objects_are_frozen_out_of_full_collections() -> None:
+    import gc
+
+    from app.web.app import freeze_startup_objects
+
+    try:
+        freeze_startup_objects()
+        assert gc.get_freeze_count() > 10_000  # the modules and the app, at least
+    finally:
+        gc.unfreeze()
