@@ -252,9 +252,10 @@ def render_1024_ms(samples: int) -> dict[str, float]:
     warnings.simplefilter("ignore")
     from app.settings import Settings
     from app.web import present, views
-    from app.web.app import create_app
+    from app.web.app import create_app, freeze_startup_objects
 
     app = create_app(Settings(database_url="sqlite://"))
+    freeze_startup_objects()  # as serve() does
     params = {"ranks": "1024", "tp": "8"}
 
     def once() -> float:
