@@ -115,6 +115,8 @@ def quant_options(result: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     if result is None:
         return [("", "as the checkpoint"), fp8]
     model, engine = result["model"], result["engine"]
+    if model.get("layers") is None:  # no shape (bytes per token only): weights cannot be resized
+        return [("", "as measured")]
     checkpoint = None if engine.get("quantization") else model.get("quantization")
     if checkpoint:
         return [("", f"as the checkpoint ({checkpoint})")]

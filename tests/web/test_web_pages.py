@@ -298,7 +298,7 @@ def test_every_page_has_a_json_twin(client: TestClient, page: str, twin: str, ke
         assert key in response.json()
 
 
-def test_sliders_move_the_kv_of_an_imported_run(client: TestClient) -> None:
+def test_sliders_move_the_kv_of_an_imported_run(client: TestClient, renders: list[RenderEvent]) -> None:
     # The measured KV room of a log holds at the logged utilization (0.9) and prefill chunk;
     # moving either slider moves it (utilization exactly, by each rank's Δrequested).
     text = (DATA / "vllm-logs" / "14-v0102-qwen3-235b-a22b-fp8-8xl40s-tp8-ep.log").read_text()
@@ -309,6 +309,8 @@ def test_sliders_move_the_kv_of_an_imported_run(client: TestClient) -> None:
     assert higher["url"].endswith("util=0.95") and higher["tokens"] > logged["tokens"]
     rank0, moved0 = logged["ranks"][0], higher["ranks"][0]
     assert moved0["kv_bytes"] - rank0["kv_bytes"] == moved0["requested_bytes"] - rank0["requested_bytes"]
+    client.get(base)
+    assert renders[-1].context["options"]["quant"] == [("", "as measured")]  # no model shape to resize weights
     smaller_chunk = client.get(base.replace("/plan", "/plan.json", 1) + "&mnbt=1024").json()
     assert smaller_chunk["tokens"] > logged["tokens"]
     fragment = client.get(base + "&util=0.8", headers=HX)
