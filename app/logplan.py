@@ -116,12 +116,17 @@ def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) 
         value = settings.get(key)
         if value is None:
             continue
-        if key not in doc.engine.model_fields_set:
+        given = engine.get(key)  # None also when the document sets the field to null
+        if given is None:
             engine[key] = value
-        elif key in _RUN_KNOBS and engine.get(key) != value:
+        elif key in _RUN_KNOBS and given != value:
             # The rows were measured at the logged value: the document's own value is a what-if on top.
-            whatif.setdefault(key, engine[key])
+            whatif.setdefault(key, given)
             engine[key] = value
+    if settings.get("quantization") == "fp8" and engine.get("quantization") is None:
+        # `--quantization fp8` on the run: its weights row is already the quantized one (on an FP8
+        # checkpoint the flag changes nothing, and the plan treats it so).
+        engine["quantization"] = "fp8"
     dtype = settings.get("kv_cache_dtype")
     if isinstance(dtype, str) and "kv_cache_dtype" not in doc.engine.model_fields_set:
         engine["kv_cache_dtype"] = dtype
@@ -131,13 +136,18 @@ def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) 
     layout: JSON = dict(data.get("layout") or {})
     inferred = {"tp": tp_from_ranks(run)}
     for key, src in (("tp", "tensor_parallel_size"), ("pp", "pipeline_parallel_size"), ("dp", "data_parallel_size")):
-        value = _as_int(settings.get(src)) or inferred.get(key)
+        stated = _as_int(settings.get(src))
+        value = stated or inferred.get(key)
         if not value:
             continue
-        if key not in doc.layout.model_fields_set:
+        given = layout.get(key)
+        if key not in doc.layout.model_fields_set or given is None:
             layout[key] = value
-        elif key == "tp" and layout.get(key) != value:
-            whatif.setdefault("tp", layout[key])  # a TP degree other than the run's: re-shard its rows
+        elif key == "tp" and (given != stated if stated else given < value):
+            # A TP degree other than the one the log states, or below the TP<n> worker prefixes it
+            # prints: re-shard the run's rows. (Prefixes give only a lower bound: a document degree
+            # above them is taken as the run's.)
+            whatif.setdefault("tp", given)
             layout[key] = value
     data["layout"] = layout
     if whatif:

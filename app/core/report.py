@@ -218,6 +218,7 @@ def result_to_dict(result: PlanResult, levers: list[JSON] | None = None) -> JSON
             "head_dim": shape.head_dim if shape else None,
             "dtype": shape.dtype if shape else None,
             "quantization": (shape.online_quantization or shape.quantization) if shape else None,
+            "checkpoint_quantization": shape.quantization if shape else None,
             "weight_bytes": shape.weight_bytes if shape else None,
         },
         "layout": {

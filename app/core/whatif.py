@@ -89,7 +89,10 @@ def _moved_room(before: RankInput, after: RankInput, requested_delta: int, note:
     delta = requested_delta - rows_delta
     if delta == 0:
         return replace(after, kv_room=room)
-    return replace(after, kv_room=Cell(max(0, room.bytes + delta), source, note))
+    # Not clamped at zero: what-ifs stack (TP, chunk, utilization, weights), and a room that one
+    # step drives negative must come back exactly if the next frees memory. The ledger reads a
+    # room ≤ 0 as "no memory for KV blocks", as it reads its own subtraction.
+    return replace(after, kv_room=Cell(room.bytes + delta, source, note))
 
 
 def _bytes(cell: Cell | None) -> int:
@@ -149,7 +152,7 @@ def set_max_num_batched_tokens(plan: PlanInput, tokens: int) -> WhatIf:
 def _shift_room(rank: RankInput, delta: int, note: str) -> RankInput:
     if rank.kv_room is None:
         return rank
-    return replace(rank, kv_room=Cell(max(0, rank.kv_room.bytes + delta), "estimated", note))
+    return replace(rank, kv_room=Cell(rank.kv_room.bytes + delta, "estimated", note))  # not clamped: see _moved_room
 
 
 def set_tp(plan: PlanInput, tp: int) -> WhatIf:
@@ -230,6 +233,10 @@ def set_quantization(plan: PlanInput, method: str) -> WhatIf:
         if weights is not None:
             scaled = weights.bytes * after[stage] // max(1, before[stage])
             rank = _moved_room(rank, replace(rank, weights=Cell(scaled, "estimated", note)), 0, room_note, "estimated")
+        elif rank.kv_room is not None:  # a room measured without its weights row: the estimated saving
+            freed = before[stage] - after[stage]
+            rank = replace(rank, kv_room=Cell(rank.kv_room.bytes + freed, "estimated",
+                                              f"measured KV room + {freed:,} B of weights fp8 frees (estimated)"))
         ranks.append(rank)
     new_plan = replace(
         plan,

@@ -219,26 +219,29 @@ def kv_histogram(ranks: Sequence[Mapping[str, Any]], binding_rank: object, max_b
     return {"data": [trace], "layout": layout}
 
 
-def _lever_label(lever: Mapping[str, Any]) -> str:
+def _lever_label(lever: Mapping[str, Any], base_starts: bool) -> str:
     text = f"{lever.get('knob')}: {lever.get('change')}"
-    if lever.get("will_start") is False:
+    if lever.get("will_start") is False and base_starts:
         text += " (will not start)"
+    elif lever.get("will_start") is True and not base_starts:
+        text += " (starts)"
     elif lever.get("caveats"):
         text += " (see caveat)"
     return html.escape(text)
 
 
-def _lever_colour(lever: Mapping[str, Any]) -> str:
-    if lever.get("will_start") is False or _num(lever.get("tokens_gained")) < 0:
+def _lever_colour(lever: Mapping[str, Any], base_starts: bool) -> str:
+    if (lever.get("will_start") is False and base_starts) or _num(lever.get("tokens_gained")) < 0:
         return BINDING_COLOUR
     return CAVEAT_COLOUR if lever.get("caveats") else KV_COLOUR
 
 
-def levers_figure(levers: Sequence[Mapping[str, Any]]) -> Figure:
-    """Tokens gained by each knob, as horizontal bars, biggest gain on top; a knob whose plan
-    would not start is red and says so, one that brings a new warning is amber."""
+def levers_figure(levers: Sequence[Mapping[str, Any]], base_starts: bool = True) -> Figure:
+    """Tokens gained by each knob, as horizontal bars, biggest gain on top; a knob that would stop
+    the plan from starting is red and says so, one that brings a new warning is amber (and when
+    the plan does not start now, a knob that makes it start says that)."""
     ordered = sorted(levers, key=lambda lever: _num(lever.get("tokens_gained")))
-    labels = [_lever_label(lever) for lever in ordered]
+    labels = [_lever_label(lever, base_starts) for lever in ordered]
     gains = [_num(lever.get("tokens_gained")) for lever in ordered]
     notes = [html.escape("; ".join(lever.get("caveats") or []) or "no new warnings") for lever in ordered]
     layout = _base_layout(max(160, 34 * len(ordered) + 70))
@@ -256,7 +259,7 @@ def levers_figure(levers: Sequence[Mapping[str, Any]]) -> Figure:
         "x": gains,
         "y": labels,
         "customdata": notes,
-        "marker": {"color": [_lever_colour(lever) for lever in ordered]},
+        "marker": {"color": [_lever_colour(lever, base_starts) for lever in ordered]},
         "hovertemplate": "%{x:,} tokens<br>%{customdata}<extra></extra>",
     }
     return {"data": [trace], "layout": layout}
@@ -276,5 +279,5 @@ def plan_charts(result: Mapping[str, Any]) -> dict[str, Figure]:
             charts["dist"] = kv_histogram(ranks, binding)
     levers = list(result.get("levers") or [])
     if levers:
-        charts["levers"] = levers_figure(levers)
+        charts["levers"] = levers_figure(levers, result.get("will_start") is not False)
     return charts

@@ -102,14 +102,14 @@ def form_context(query: Mapping[str, str], result: Mapping[str, Any] | None, has
             "tp": [(str(tp), str(tp)) for tp in tp_options],
             "kv_dtypes": [(d, d) for d in KV_CACHE_DTYPES],
             "block_sizes": [(str(b), str(b)) for b in BLOCK_SIZES],
-            "quant": quant_options(result),
+            "quant": quant_options(result, query),
         },
         "show_memory": not has_base,
         "reset_url": querystring.page_url("/plan", {k: v for k, v in query.items() if k in ("base", "model")}),
     }
 
 
-def quant_options(result: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+def quant_options(result: Mapping[str, Any] | None, query: Mapping[str, str]) -> list[tuple[str, str]]:
     """The weights select: as the checkpoint holds them, or online fp8 for an unquantized one."""
     fp8 = ("fp8", "fp8 (--quantization fp8)")
     if result is None:
@@ -117,9 +117,11 @@ def quant_options(result: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     model, engine = result["model"], result["engine"]
     if model.get("layers") is None:  # no shape (bytes per token only): weights cannot be resized
         return [("", "as measured")]
-    checkpoint = None if engine.get("quantization") else model.get("quantization")
+    checkpoint = model.get("checkpoint_quantization")
     if checkpoint:
         return [("", f"as the checkpoint ({checkpoint})")]
+    if engine.get("quantization") and "quant" not in query:
+        return [("", "fp8 (--quantization fp8, as in the run)")]  # the base document's own setting
     return [("", f"as the checkpoint ({model.get('dtype') or 'model dtype'})"), fp8]
 
 
@@ -265,10 +267,10 @@ def rank_table(result: Mapping[str, Any]) -> tuple[list[RankRow], str]:
     return rows, note
 
 
-def levers_flagged(levers: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether any lever would stop the plan from starting or bring a new warning (results saved
-    before levers carried these keys have neither)."""
-    return any(lever.get("will_start") is False or lever.get("caveats") for lever in levers)
+def levers_flagged(levers: Sequence[Mapping[str, Any]], base_starts: bool = True) -> bool:
+    """Whether any lever would stop a starting plan from starting or bring a new warning (results
+    saved before levers carried these keys have neither)."""
+    return any((lever.get("will_start") is False and base_starts) or lever.get("caveats") for lever in levers)
 
 
 def rows_kind(result: Mapping[str, Any]) -> str:

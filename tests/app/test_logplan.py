@@ -104,3 +104,32 @@ def test_a_logged_prefill_chunk_given_otherwise_is_a_what_if() -> None:
     doc = document_from_log(validate_plan({"from_log": parsed, "engine": {"max_num_batched_tokens": 2048}}), None)
     assert doc.engine.max_num_batched_tokens == 8192
     assert doc.whatif is not None and doc.whatif.max_num_batched_tokens == 2048
+
+
+def test_a_tp_degree_only_inferred_from_worker_prefixes_yields_to_the_document() -> None:
+    # Log 14 without the TP4–TP7 lines: the prefixes say "at least TP4"; the document says TP8.
+    text = "\n".join(line for line in LOG14.read_text().splitlines() if not any(f"TP{i}_" in line for i in range(4, 8)))
+    doc = {"from_log": {"text": text}, "model": {"catalogue": "Qwen3-235B-A22B-FP8"}, "layout": {"tp": 8}}
+    result = run_plan(doc, with_levers=False)
+    assert result["layout"]["tp"] == 8 and len(result["ranks"]) == 4
+    assert all(r["sources"]["kv_bytes"] == "measured" for r in result["ranks"])
+
+
+def test_null_settings_next_to_a_log_take_the_logged_values() -> None:
+    doc = {"from_log": {"text": LOG14.read_text()}, "engine": {"gpu_memory_utilization": None, "max_num_seqs": None}}
+    assert run_plan(doc, with_levers=False)["engine"]["gpu_memory_utilization"] == 0.9
+
+
+def test_a_run_with_online_fp8_keeps_it() -> None:
+    from app.ingest.catalogue import get_model as catalogue_model
+
+    log = (DATA / "vllm-logs" / "01-v064-llama31-8b-rtx3090-tp1.log").read_text()
+    parsed = import_log(log)
+    parsed["runs"][0].setdefault("settings", {})["quantization"] = "fp8"  # as `--quantization fp8` prints
+    doc = {"from_log": parsed, "model": {"config": catalogue_model("llama-3.1-8b").config_dict()}}
+    result = run_plan(doc)
+    plain = run_plan({**doc, "from_log": import_log(log)})
+    assert result["engine"]["quantization"] == "fp8" and "--quantization fp8" in result["flags"]
+    assert "quantization" not in {lv["knob"] for lv in result["levers"]}  # already fp8: nothing to gain
+    assert "quantization" in {lv["knob"] for lv in plain["levers"]}
+    assert [r["weights_bytes"] for r in result["ranks"]] == [r["weights_bytes"] for r in plain["ranks"]]  # as measured

@@ -171,7 +171,8 @@ def without_rooms(plan: PlanInput) -> PlanInput:
 
 
 def kvs(plan: PlanInput) -> list[int]:
-    return [max(0, lg.kv.bytes) for lg in compute(plan).ledgers]
+    """Every rank's KV, signed: a room and the ledger's subtraction must agree below zero too."""
+    return [lg.kv.bytes for lg in compute(plan).ledgers]
 
 
 @given(measured_plans(), st.sampled_from([0.5, 0.7, 0.88, 0.9, 0.95, 0.98]))
@@ -245,10 +246,12 @@ def test_online_fp8_of_a_bf16_moe_is_about_its_fp8_checkpoint() -> None:
     assert abs(online / checkpoint - 1) < 0.02
 
 
-def test_fp8_of_a_quantized_checkpoint_is_refused() -> None:
+def test_fp8_of_a_quantized_checkpoint_is_refused_and_of_an_fp8_one_changes_nothing() -> None:
     with pytest.raises(InputError) as err:
-        online_fp8_shape(shape_from_config(config("qwen3-30b-a3b-fp8.json")))
-    assert err.value.field == "engine.quantization" and "already quantized" in err.value.message
+        online_fp8_shape(shape_from_config(config("gpt-oss-120b.json")))  # mxfp4 experts
+    assert err.value.field == "engine.quantization" and "already quantized (mxfp4)" in err.value.message
+    fp8 = shape_from_config(config("qwen3-30b-a3b-fp8.json"))
+    assert online_fp8_shape(fp8) is fp8
 
 
 @given(measured_plans())
@@ -289,3 +292,36 @@ def test_a_room_measured_alone_is_an_estimate_at_another_tp() -> None:
                      (RankInput("0", kv_room=Cell(40 * GIB, "measured")),), "0.27.1")
     room = set_tp(plan, 2).plan.ranks[0].kv_room
     assert room is not None and room.bytes == 40 * GIB and room.source == "estimated"
+
+
+@given(
+    measured_plans(),
+    st.sampled_from([None, 1, 2, 4]),
+    st.sampled_from([None, 1024, 16384]),
+    st.sampled_from([None, 0.3, 0.6, 0.97]),
+    st.booleans(),
+)
+def test_stacked_what_ifs_move_a_measured_room_like_the_ledger(
+    plan: PlanInput, tp: int | None, tokens: int | None, util: float | None, fp8: bool
+) -> None:
+    # The order planning._apply_whatif uses; a step may drive a room below zero and the next
+    # bring it back, so no step may clamp.
+    def apply(p: PlanInput) -> PlanInput:
+        if tp is not None:
+            p = set_tp(p, tp).plan
+        if tokens is not None:
+            p = set_max_num_batched_tokens(p, tokens).plan
+        if util is not None:
+            p = set_engine(p, gpu_memory_utilization=util).plan
+        return set_quantization(p, "fp8").plan if fp8 else p
+
+    assert kvs(apply(plan)) == kvs(apply(without_rooms(plan)))
+
+
+def test_fp8_moves_a_room_measured_without_its_weights_row() -> None:
+    shape = shape_from_config(config("llama31-8b.json"))
+    plan = PlanInput(ModelInput(shape=shape), Layout(tp=1), Engine(0.9, "auto", 16, 8192, 8192, 256), Policy(),
+                     (RankInput("0", kv_room=Cell(4 * GIB, "measured")),), "0.27.1")
+    room = set_quantization(plan, "fp8").plan.ranks[0].kv_room
+    freed = shape.weight_bytes - online_fp8_shape(shape).weight_bytes
+    assert room is not None and room.bytes == 4 * GIB + freed and room.source == "estimated"

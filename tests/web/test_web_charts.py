@@ -77,6 +77,12 @@ def test_levers_that_fail_or_warn_are_coloured_and_labelled() -> None:
     assert trace["y"] == ["old: 1 → 2", "ok: 1 → 2", "warn: 1 → 2 (see caveat)", "fail: 1 → 2 (will not start)"]
     assert trace["marker"]["color"] == [charts.KV_COLOUR, charts.KV_COLOUR, charts.CAVEAT_COLOUR, charts.BINDING_COLOUR]
     assert trace["customdata"][2] == "&lt;graphs&gt;"
+    # When the plan does not start now, "will not start" is no news; a knob that makes it start is.
+    for lever, starts in zip(levers, (False, False, True, None), strict=True):  # ok, warn, fail, old
+        lever["will_start"] = starts
+    trace = charts.levers_figure(levers, base_starts=False)["data"][0]
+    assert trace["y"] == ["old: 1 → 2", "ok: 1 → 2", "warn: 1 → 2 (see caveat)", "fail: 1 → 2 (starts)"]
+    assert charts.BINDING_COLOUR not in trace["marker"]["color"]
 
 
 def test_figures_are_plain_json_without_plotly() -> None:

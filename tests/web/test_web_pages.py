@@ -326,10 +326,13 @@ def test_weights_at_fp8_from_the_form(client: TestClient, renders: list[RenderEv
     client.get("/plan", params={"model": "llama-3.1-70b", "tp": "4"})
     assert renders[-1].context["options"]["quant"] == [("", "as the checkpoint (bfloat16)"),
                                                        ("fp8", "fp8 (--quantization fp8)")]
-    # An FP8 checkpoint offers only itself, and asking for fp8 anyway is an inline error at the field.
+    # A quantized checkpoint offers only itself; fp8 on an FP8 checkpoint changes nothing, and on
+    # another quantization (mxfp4) it is an inline error at the field, as vLLM refuses it.
     client.get("/plan", params={"model": "qwen3-30b-a3b-fp8"})
     assert renders[-1].context["options"]["quant"] == [("", "as the checkpoint (fp8)")]
-    refused = client.get("/plan", params={"model": "qwen3-30b-a3b-fp8", "quant": "fp8"})
+    same = client.get("/plan.json", params={"model": "qwen3-30b-a3b-fp8", "quant": "fp8"}).json()
+    assert same["tokens"] == client.get("/plan.json", params={"model": "qwen3-30b-a3b-fp8"}).json()["tokens"]
+    refused = client.get("/plan", params={"model": "gpt-oss-120b", "quant": "fp8"})
     assert refused.status_code == 422 and "already quantized" in renders[-1].context["field_errors"]["quant"]
     bad = client.get("/plan.json", params={"model": "llama-3.1-8b", "quant": "int3"})
     assert bad.status_code == 422 and bad.json()["error"]["field"] == "engine.quantization"
