@@ -8,7 +8,6 @@ repetitions taken in one process, so a noisy shared machine moves them less.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +20,6 @@ from app.schemas import validate_plan
 
 GIB = 2**30
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def timed(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
-    """(median, p90) wall time in milliseconds."""
-    return median_p90(fn, repeat)
 
 
 def measured_1024() -> dict[str, Any]:
@@ -54,12 +48,12 @@ def measured_1024() -> dict[str, Any]:
 def main() -> None:
     doc = measured_1024()
     plan = build_plan(validate_plan(doc))
-    compute_ms = timed(lambda: compute(plan), 200)
+    compute_ms = median_p90(lambda: compute(plan), 200)
     result = compute(plan)
-    json_ms = timed(lambda: result_to_dict(result), 100)
-    full_ms = timed(lambda: run_plan(doc), 20)
+    json_ms = median_p90(lambda: result_to_dict(result), 100)
+    full_ms = median_p90(lambda: run_plan(doc), 20)
     config = json.loads((ROOT / "tests" / "data" / "configs" / "qwen3-235b-a22b-fp8.json").read_text())
-    kv_ms = timed(lambda: kv_bytes_report(config, tp=8, max_model_len=32768), 2000)
+    kv_ms = median_p90(lambda: kv_bytes_report(config, tp=8, max_model_len=32768), 2000)
     rows = [
         ("1,024-rank plan: compute (core)", compute_ms, "< 5 ms"),
         ("1,024-rank plan: JSON result", json_ms, ""),

@@ -61,11 +61,6 @@ def fill(factory: sessionmaker[Session], count: int, batch: int = 500) -> list[i
     return ids
 
 
-def timed(work: Callable[[], object], repeats: int) -> tuple[float, float, float]:
-    """(median, 95th percentile, worst) milliseconds over ``repeats`` runs after one warm-up."""
-    return median_p95_max(work, repeats)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--url", help="an empty database URL (default: a temporary SQLite file)")
@@ -101,10 +96,10 @@ def main(argv: list[str] | None = None) -> int:
             return diff_ledgers(a, b)
 
         results = {
-            "history list, newest page (count + 50 ledgers with ranks)": timed(page(0), args.repeats),
-            "history list, page at offset 5,000": timed(page(5_000), args.repeats),
-            "diff of two ledgers (load both + diff + alerts)": timed(diff, args.repeats),
-            "diff of two ledgers, source logs loaded too": timed(diff_with_logs, args.repeats),
+            "history list, newest page (count + 50 ledgers with ranks)": median_p95_max(page(0), args.repeats),
+            "history list, page at offset 5,000": median_p95_max(page(5_000), args.repeats),
+            "diff of two ledgers (load both + diff + alerts)": median_p95_max(diff, args.repeats),
+            "diff of two ledgers, source logs loaded too": median_p95_max(diff_with_logs, args.repeats),
         }
         engine.dispose()
     print(f"database: {engine.dialect.name}; {args.ledgers:,} ledgers × 8 ranks stored in {fill_s:.1f} s")

@@ -35,10 +35,6 @@ with warnings.catch_warnings():
 TARGET_MS = 100.0
 
 
-def timed(work: Callable[[], object], repeats: int) -> tuple[float, float, float]:
-    return median_p95_max(work, repeats)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--url", help="an empty database URL (default: a temporary SQLite file)")
@@ -72,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
                 "ledger diff JSON twin": f"/diff.json?a={a}&b={b}&max_model_len=32768",
                 f"ledger page /l/{b} (with its source log)": f"/l/{b}",
             }
-            results = {name: timed(get(path), args.repeats) for name, path in pages.items()}
+            results = {name: median_p95_max(get(path), args.repeats) for name, path in pages.items()}
             sizes = {name: len(client.get(path).content) for name, path in pages.items()}
     print(
         f"database: {settings.database_url.split(':', 1)[0]}; {args.ledgers:,} ledgers × 8 ranks "

@@ -59,7 +59,15 @@ def _value(headers: dict[str, str], name: str) -> str | None:
 
 
 def details(request: Request) -> HtmxDetails:
-    """Parse the HX-* headers of a request."""
+    """The HX-* headers of a request, parsed once (a route and the page renderer both ask)."""
+    cached = request.scope.get("kvledger.htmx")
+    if isinstance(cached, HtmxDetails):
+        return cached
+    request.scope["kvledger.htmx"] = parsed = _parse(request)
+    return parsed
+
+
+def _parse(request: Request) -> HtmxDetails:
     headers = _hx_headers(request)
     return HtmxDetails(
         request=headers.get("hx-request") == "true",

@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from app.web import cpu, htmx, present, querystring, views, workflows
 from app.web.bases import BaseStore
-from app.web.responses import expect_page, render
+from app.web.responses import PageSpec, expect_page, render
 
 log = logging.getLogger(__name__)
 router = APIRouter(include_in_schema=False)
@@ -68,9 +68,14 @@ async def plan_page(request: Request) -> Response:
     return await cpu.run(request, _plan_page, request)
 
 
-def _plan_page(request: Request) -> Response:
+def _declare_plan(request: Request, fragment: tuple[str, ...]) -> tuple[dict[str, str], PageSpec]:
+    """The plan page's what-if keys, and its declaration (an error shows inline on the form)."""
     params = querystring.clean(request.query_params.multi_items())
-    spec = expect_page(request, PLAN, lambda: present.page_context(params, "base" in params), PLAN_FRAGMENT)
+    return params, expect_page(request, PLAN, lambda: present.page_context(params, "base" in params), fragment)
+
+
+def _plan_page(request: Request) -> Response:
+    params, spec = _declare_plan(request, PLAN_FRAGMENT)
     hx = htmx.details(request)
     # A slider tick re-renders the results without the levers; they refresh in their own request.
     view = views.plan_view(params, _bases(request), False if hx.wants_fragment else None, _cache(request))
@@ -101,8 +106,7 @@ async def plan_levers(request: Request) -> Response:
 
 
 def _plan_levers(request: Request) -> Response:
-    params = querystring.clean(request.query_params.multi_items())
-    spec = expect_page(request, PLAN, lambda: present.page_context(params, "base" in params), ("levers",))
+    params, spec = _declare_plan(request, ("levers",))
     view = views.plan_view(params, _bases(request), True, _cache(request))
     return render(request, spec, _plan_context(request, view), merge_base=False)
 

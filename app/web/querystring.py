@@ -107,13 +107,22 @@ def field_key(field: str) -> str | None:
     from_planning = planning.field_for_path(field)
     if from_planning is not None:
         return from_planning
+    found = key_for_path(field, FIELD_KEYS)
+    if found is not None:
+        return found
+    head = field.split(".", 1)[0].split("[", 1)[0]
+    return FIELD_KEYS.get(head)
+
+
+def key_for_path(field: str, keys: Mapping[str, str]) -> str | None:
+    """The form key of the longest prefix of a dotted/indexed path in `keys`
+    ("ramp[2]" → keys["ramp"], "engine.block_size.x" → keys["engine.block_size"]); None if none."""
     path = field
     while path:
-        if path in FIELD_KEYS:
-            return FIELD_KEYS[path]
+        if path in keys:
+            return keys[path]
         cut = max(path.rfind("."), path.rfind("["))
         if cut <= 0:
             break
         path = path[:cut]
-    head = field.split(".", 1)[0].split("[", 1)[0]
-    return FIELD_KEYS.get(head)
+    return None

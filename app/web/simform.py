@@ -72,15 +72,7 @@ FIELD_KEYS: dict[str, str] = {
 
 def form_key(field: str) -> str | None:
     """The form key an InputError's field path belongs to ("ramp[2]" → "ramp"); None if none."""
-    path = field
-    while path:
-        if path in FIELD_KEYS:
-            return FIELD_KEYS[path]
-        cut = max(path.rfind("."), path.rfind("["))
-        if cut <= 0:
-            break
-        path = path[:cut]
-    return None
+    return querystring.key_for_path(field, FIELD_KEYS)
 
 
 def field_errors(exc: InputError) -> dict[str, str]:

@@ -5,10 +5,6 @@ diff render (screenshots in tests/artifacts/)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,45 +12,17 @@ from typing import Any
 
 import pytest
 
-from .conftest import ROOT, _free_port
+from ..server import running_server
 
 pytestmark = pytest.mark.e2e
-
-SERVE = "import sys; from app.web.app import serve; serve('127.0.0.1', int(sys.argv[1]))"
-
 
 @pytest.fixture(scope="module")
 def saved_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`kvledger serve`'s start-up (migrate, seed the demo data, serve) on a fresh data folder."""
-    port = _free_port()
     data = tmp_path_factory.mktemp("kvledger-saved-e2e")
-    env = {**os.environ, "KVLEDGER_DATA_DIR": str(data), "KVLEDGER_DEMO_DATA": "1", "PYTHONUNBUFFERED": "1"}
-    env.pop("KVLEDGER_DATABASE_URL", None)
-    env.pop("KVLEDGER_WRITE_TOKEN", None)
-    log = (data / "server.log").open("wb")
-    proc = subprocess.Popen([sys.executable, "-c", SERVE, str(port)], cwd=ROOT, env=env, stdout=log,
-                            stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 40
-        while True:
-            assert proc.poll() is None, (data / "server.log").read_text()
-            try:
-                with urllib.request.urlopen(url + "/d.json", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                assert time.monotonic() < deadline, "the server did not start"
-                time.sleep(0.1)
+    with running_server({"KVLEDGER_DATA_DIR": str(data), "KVLEDGER_DEMO_DATA": "1"}, data / "server.log",
+                        ready="/d.json") as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 def _page(browser: Any, base_url: str, errors: list[str]) -> tuple[Any, Any]:

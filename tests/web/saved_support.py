@@ -9,11 +9,7 @@ Import the fixtures into a test module: `from .saved_support import *`-style, by
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
-import sys
-import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
@@ -33,6 +29,7 @@ from app.settings import Settings
 from app.web.app import create_app
 from app.web.templating import RenderEvent
 
+from .. import server
 from .support import TestClient
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,13 +105,6 @@ def app(client: TestClient) -> FastAPI:
     return fastapi_app
 
 
-@pytest.fixture
-def renders(app: FastAPI) -> list[RenderEvent]:
-    events: list[RenderEvent] = []
-    app.state.templates.listeners.append(events.append)
-    return events
-
-
 def last_render(renders: list[RenderEvent], template: str) -> RenderEvent:
     found = [event for event in renders if event.template == template and event.block is None]
     assert found, f"{template} was not rendered; rendered: {[e.template for e in renders]}"
@@ -166,57 +156,15 @@ def ledger(version: str = "0.20.1", note: str = "", **kwargs: Any) -> repo.Ledge
 # ---------------------------------------------------------------- a real server
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-SERVE = (
-    "import sys; from app.settings import Settings; from app.saving import prepare_database; "
-    "prepare_database(Settings.from_env()); from app.web.app import serve; serve('127.0.0.1', int(sys.argv[1]))"
-)
-
-
 def start_server(settings: Settings, log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """`kvledger serve`'s sequence (prepare the database, then uvicorn) in a subprocess."""
-    port = free_port()
-    env = {
-        **os.environ,
-        "KVLEDGER_DATABASE_URL": settings.database_url,
-        "KVLEDGER_DEMO_DATA": "1" if settings.demo_data else "0",
-        "PYTHONUNBUFFERED": "1",
-    }
+    """`kvledger serve` in a subprocess on these settings' database (ready when /p.json answers)."""
+    env = {"KVLEDGER_DATABASE_URL": settings.database_url, "KVLEDGER_DEMO_DATA": "1" if settings.demo_data else "0"}
     if settings.write_token:
         env["KVLEDGER_WRITE_TOKEN"] = settings.write_token
-    log = log_path.open("wb")
-    proc = subprocess.Popen([sys.executable, "-c", SERVE, str(port)], cwd=ROOT, env=env, stdout=log,
-                            stderr=subprocess.STDOUT)
-    log.close()
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 40
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited with code {proc.returncode}: {log_path.read_text()[-2000:]}")
-        try:
-            with urllib.request.urlopen(url + "/p.json", timeout=2) as response:
-                if response.status == 200:
-                    return proc, url
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError(f"the server did not answer at {url}")
+    return server.start_server(env, log_path, ready="/p.json")
 
 
-def stop_server(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+stop_server = server.stop_server
 
 
 def with_token(settings: Settings, token: str) -> Settings:

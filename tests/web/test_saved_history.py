@@ -26,13 +26,12 @@ from .saved_support import (
     ledger,
     log_text,
     make_client,
-    renders,
     rows,
     settings,
 )
 from .support import TestClient
 
-__all__ = ["app", "backend", "client", "database_url", "renders", "settings"]  # fixtures
+__all__ = ["app", "backend", "client", "database_url", "settings"]  # fixtures
 
 OLD_LOG = "18-v0110-qwen3-vl-30b-a3b-4x3090-tp4.log"
 NEW_LOG = "21-v021plus-6x3090-tp4-cg-profiling.log"

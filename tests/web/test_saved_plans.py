@@ -26,12 +26,11 @@ from .saved_support import (
     client,
     database_url,
     last_render,
-    renders,
     settings,
 )
 from .support import TestClient
 
-__all__ = ["app", "backend", "client", "database_url", "renders", "settings"]  # fixtures
+__all__ = ["app", "backend", "client", "database_url", "settings"]  # fixtures
 
 SEED000: dict[str, Any] = {
     "title": "Seed 000",
