@@ -65,13 +65,17 @@ def test_history_is_not_flooded_by_slider_ticks(page: Any) -> None:
 
 def test_invalid_text_shows_inline_error_then_recovers(page: Any) -> None:
     _open_plan(page, PLAN)
+    assert page.is_visible("#save-plan button")
     page.fill("#f-gpu_total", "lots")
     page.wait_for_function("() => document.querySelector('#err-gpu_total').textContent.trim() !== ''")
-    assert "lots" in page.inner_text("#err-gpu_total") or page.inner_text("#err-gpu_total")
+    assert "cannot read 'lots' as a size" in page.inner_text("#err-gpu_total")
+    assert not page.is_visible("#save-plan button")  # nothing valid to save until the field is fixed
     page.fill("#f-gpu_total", "40GiB")
     page.wait_for_url("**gpu_total=40GiB**")
     page.wait_for_function("() => document.querySelector('#err-gpu_total').textContent.trim() === ''")
     page.wait_for_selector("#adm-tokens")
+    assert page.is_visible("#save-plan button")
+    assert page.url.endswith(page.input_value("#save-plan input[name=plan]"))  # saves the plan now shown
 
 
 def test_large_plan_aggregates_and_loads_levers(page: Any) -> None:
