@@ -123,7 +123,7 @@ def _plan_table(result: dict[str, Any]) -> str:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from app.planning import run_plan
+    from app.services.plans import run_plan
 
     doc = read_json(args.file, "plan document")
     result = run_plan(doc, read_log=lambda p: read_text(p, "log file"))
@@ -132,7 +132,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_kv_bytes(args: argparse.Namespace) -> int:
-    from app.planning import kv_bytes_report
+    from app.services.plans import kv_bytes_report
 
     config = read_json(args.config, "config.json")
     if not isinstance(config, dict):
@@ -156,7 +156,7 @@ def cmd_kv_bytes(args: argparse.Namespace) -> int:
 
 
 def cmd_import_log(args: argparse.Namespace) -> int:
-    from app.planning import import_log
+    from app.services.plans import import_log
 
     config = read_json(args.config, "config.json") if args.config else None
     parsed = import_log(read_text(args.file, "log file"), config)
@@ -193,14 +193,14 @@ def cmd_import_log(args: argparse.Namespace) -> int:
 
 
 def cmd_import_smi(args: argparse.Namespace) -> int:
-    from app.planning import import_nvidia_smi
+    from app.services.plans import import_nvidia_smi
 
     emit(import_nvidia_smi(read_text(args.file, "nvidia-smi output")))
     return 0
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from app.planning import catalogue_search
+    from app.services.plans import catalogue_search
 
     models = catalogue_search(args.query or "", limit=1000)
     if args.json:
@@ -224,7 +224,7 @@ def cmd_padding(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from app.simulation import run_simulation
+    from app.services.simulation import run_simulation
 
     emit(run_simulation(read_json(args.file, "simulation document"), max_work=None))
     return 0

@@ -12,7 +12,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.planning import import_log, run_plan
+from app.services.plans import import_log, run_plan
 
 GIB = 2**30
 LOGS = Path(__file__).resolve().parents[1] / "tests" / "data" / "vllm-logs"

@@ -24,7 +24,7 @@ from bench_db import DEPLOYMENT, fill  # bench/ is the script's folder
 from timing import median_p95_max
 
 from app.db.session import make_engine, make_sessionmaker
-from app.saving import prepare_database
+from app.services.demo_data import prepare_database
 from app.settings import Settings
 from app.web.app import create_app
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from timing import median_p90
 
 from app.core.kvspec import rank_kv
-from app.core.shape import shape_from_config
+from app.core.model_config import shape_from_config
 
 CONFIGS = Path(__file__).resolve().parents[1] / "tests" / "data" / "configs"
 CASES: list[tuple[str, int, int, int]] = [  # config, tp, pp, max_model_len

@@ -25,8 +25,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from app.services.sim_jobs import JobRunner, simulate, validate  # noqa: E402
 from app.settings import Settings  # noqa: E402
-from app.simjobs import JobRunner, simulate, validate  # noqa: E402
 from app.web.app import create_app  # noqa: E402
 
 with warnings.catch_warnings():

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.services import plan_query
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -251,8 +253,8 @@ def render_1024_ms(samples: int) -> dict[str, float]:
 
     warnings.simplefilter("ignore")
     from app.settings import Settings
-    from app.web import present, views
     from app.web.app import create_app, freeze_startup_objects
+    from app.web.plan import present, views
 
     app = create_app(Settings(database_url="sqlite://"))
     freeze_startup_objects()  # as serve() does
@@ -279,15 +281,15 @@ def breakdown_8_ranks(samples: int = 300) -> dict[str, float]:
     import warnings
 
     warnings.simplefilter("ignore")
-    from app import planning
+    from app.services import plans
     from app.settings import Settings
-    from app.web import present, views
     from app.web.app import create_app
+    from app.web.plan import present, views
 
     app = create_app(Settings(database_url="sqlite://"))
     params = [{"model": "llama-3.1-8b", "tp": "8", "util": f"{0.3 + (i % 70) / 100:.2f}", "mnbt": str(256 * (2 + i))}
               for i in range(samples)]
-    docs = [planning.plan_from_query(p) for p in params]
+    docs = [plan_query.plan_from_query(p) for p in params]
 
     def median_ms(func: Callable[[int], object]) -> float:
         times = []
@@ -302,7 +304,7 @@ def breakdown_8_ranks(samples: int = 300) -> dict[str, float]:
     contexts = [{**present.plan_context(v, form=False), "fragment": True} for v in views_]
     blocks = ["results", "summary", "field_errors_oob"]
     return {
-        "run_plan": median_ms(lambda i: planning.run_plan(docs[i], with_levers=False)),
+        "run_plan": median_ms(lambda i: plans.run_plan(docs[i], with_levers=False)),
         "plan_view": median_ms(lambda i: views.plan_view(params[i], app.state.bases, levers=False)),
         "context": median_ms(lambda i: present.plan_context(views_[i], form=False)),
         "render": median_ms(lambda i: app.state.templates.render_blocks("pages/plan.html", contexts[i], blocks)),
@@ -363,7 +365,7 @@ def report(r: Results) -> str:
     first = "\n".join(f"| `{url}` | {n:,} |" for url, n in r.first_load_items)
     b = r.breakdown
     breakdown = "\n".join([
-        f"| `planning.run_plan` (no levers) | {b['run_plan']:.3f} ms |",
+        f"| `plans.run_plan` (no levers) | {b['run_plan']:.3f} ms |",
         f"| web layer around it (query, defaults, canonical URL) | {b['plan_view'] - b['run_plan']:.3f} ms |",
         f"| template context (charts as dicts, KPIs, admission, rank rows) | {b['context']:.3f} ms |",
         f"| rendering the three blocks | {b['render']:.3f} ms |",

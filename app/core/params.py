@@ -22,13 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from app.core.hfconfig import HFConfig
 from app.core.mamba import DTYPE_BYTES, mixer_params
-
-if TYPE_CHECKING:
-    from app.core.shape import ModelShape
+from app.core.shape import ModelShape
 
 
 @dataclass(frozen=True)

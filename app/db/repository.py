@@ -493,29 +493,6 @@ def plan_versions(session: Session, slug: str) -> list[PlanSummary]:
     return [_plan_summary(row, chain[i - 1].slug if i > 0 else None) for i, row in enumerate(chain)]
 
 
-# ---------------------------------------------------------------- export / import
-
-
-def export_deployment(session: Session, slug: str) -> dict[str, Any]:
-    """A deployment and all its ledgers as one JSON-able dict (see ``app.db.exchange``)."""
-    from app.db import exchange
-
-    return exchange.export_deployment(session, slug)
-
-
-def import_deployment(
-    session: Session,
-    data: Mapping[str, Any],
-    *,
-    slug: str | None = None,
-    max_source_log_bytes: int = DEFAULT_MAX_SOURCE_LOG_BYTES,
-) -> DeploymentRecord:
-    """Recreate a deployment from ``export_deployment`` output (see ``app.db.exchange``)."""
-    from app.db import exchange
-
-    return exchange.import_deployment(session, data, slug=slug, max_source_log_bytes=max_source_log_bytes)
-
-
 def put_base_document(session: Session, base_id: str, document: Mapping[str, Any]) -> None:
     """Store a content-addressed base document (a no-op when that id is already stored)."""
     if session.get(BaseDocument, base_id) is None:

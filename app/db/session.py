@@ -1,4 +1,5 @@
-"""Engine and session factories, and bringing a database to the latest migration.
+"""Engine and session factories (`Database`, `open_database`), and bringing a database to the
+latest migration.
 
 SQLite: every connection gets ``journal_mode=WAL``, ``foreign_keys=ON`` and ``busy_timeout``.
 The driver's own implicit transaction handling is switched off and SQLAlchemy emits BEGIN
@@ -14,6 +15,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,6 +25,8 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
+
+from app.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MIGRATIONS_DIR = REPO_ROOT / "migrations"
@@ -116,3 +120,25 @@ def upgrade_to_head(url: str) -> None:
     """Bring the database at ``url`` to the latest migration (creating a SQLite file's folder)."""
     ensure_sqlite_dir(url)
     command.upgrade(alembic_config(url), "head")
+
+
+@dataclass(frozen=True)
+class Database:
+    """An engine and its read and write session factories (kept on `app.state`)."""
+
+    engine: Engine
+    read: sessionmaker[Session]
+    write: sessionmaker[Session]
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def open_database(settings: Settings) -> Database:
+    """Engine and session factories for `settings.database_url` (the schema is not touched)."""
+    url = settings.database_url
+    kwargs: dict[str, Any] = {}
+    if not is_sqlite(url) or sqlite_path(url) is not None:  # not for in-memory SQLite's pool
+        kwargs = {"pool_size": 10, "max_overflow": 30, "pool_timeout": 60}
+    engine = make_engine(url, busy_timeout_ms=settings.sqlite_busy_timeout_ms, **kwargs)
+    return Database(engine, make_sessionmaker(engine), make_sessionmaker(engine, write=True))

@@ -3,59 +3,39 @@
 Settings are injected (tests pass their own; `serve` reads the environment once). The factory
 builds the template environment, the static asset manifest and the base-document store and
 keeps them on `app.state`; adds gzip and the body-size cap; registers the error mapping; and
-includes the page and API routers plus optional routers that other work adds later
-(`app.web.sim`, `app.web.saved`), each a module exposing `router`.
+includes the routers of every wing: the plan pages and the JSON API (`app.web.plan`), saved
+plans and deployments (`app.web.saved`), the simulator (`app.web.sim`).
 """
 
 from __future__ import annotations
 
 import gc
-import importlib
-import logging
 from pathlib import Path
 
 from fastapi import FastAPI
-from fastapi.routing import APIRouter
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.middleware.gzip import GZipMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 
+from app.services.base_documents import DurableBaseStore, MemoryBaseStore
 from app.settings import Settings
-from app.web.api import router as api_router
 from app.web.assets import HTMX_JS, PLOTLY_JS, StaticAssets
-from app.web.bases import DurableBaseStore, MemoryBaseStore
-from app.web.demo import base_documents
 from app.web.errors import install as install_error_mapping
 from app.web.headers import SecurityHeaders
 from app.web.limits import BodySizeLimit
-from app.web.pages import router as pages_router
-from app.web.present import levers_flagged
+from app.web.plan.api import router as api_router
+from app.web.plan.examples import base_documents
+from app.web.plan.present import levers_flagged
+from app.web.plan.routes import router as pages_router
+from app.web.plan.views import PlanCache
+from app.web.saved.routes import router as saved_router
+from app.web.sim.routes import router as sim_router
 from app.web.templating import Templates
-from app.web.views import PlanCache
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES_DIR = ROOT / "templates"
 STATIC_DIR = ROOT / "static"
-OPTIONAL_ROUTERS = ("app.web.sim", "app.web.saved")
-
-log = logging.getLogger(__name__)
-
-
-def include_optional_router(app: FastAPI, module_name: str) -> bool:
-    """Include `module_name.router` when that module exists; False when it does not."""
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name != module_name:
-            raise
-        return False
-    router = getattr(module, "router", None)
-    if not isinstance(router, APIRouter):
-        raise TypeError(f"{module_name}.router must be a fastapi.APIRouter")
-    app.include_router(router)
-    return True
-
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the KV Ledger web app for `settings` (read from the environment when omitted)."""
@@ -89,9 +69,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_mapping(app)
     app.include_router(pages_router)
     app.include_router(api_router)
-    for module_name in OPTIONAL_ROUTERS:
-        if include_optional_router(app, module_name):
-            log.info("included optional router %s", module_name)
+    app.include_router(sim_router)
+    app.include_router(saved_router)
     app.add_middleware(BodySizeLimit, max_body_bytes=settings.max_body_bytes, max_log_bytes=settings.max_log_bytes)
     app.add_middleware(GZipMiddleware, minimum_size=800, compresslevel=6)
     app.add_middleware(SecurityHeaders)
@@ -100,7 +79,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 def _write_sessions(app: FastAPI) -> sessionmaker[Session] | None:
     """The app's write session factory (opened on first use), or None when there is no storage."""
-    from app.web.saved_deps import database
+    from app.web.deps import database
 
     return database(app).write
 
@@ -110,7 +89,7 @@ def serve(host: str, port: int) -> None:
     the dashboard under uvicorn (one worker; settings from the environment)."""
     import uvicorn
 
-    from app.saving import prepare_database
+    from app.services.demo_data import prepare_database
 
     settings = Settings.from_env()
     prepare_database(settings)

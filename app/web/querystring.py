@@ -1,7 +1,7 @@
 """Canonical what-if query strings: the URL is the state of the plan page.
 
 A what-if is a flat set of keys (see KEYS). The canonical form comes from
-`app.planning.query_from_plan` (defaults dropped) plus the `base` id when the plan starts from
+`app.services.plan_query.query_from_plan` (defaults dropped) plus the `base` id when the plan starts from
 a stored document, with keys sorted, so that equal plans have equal URLs and a URL opened
 twice renders the same page. This module also maps an InputError's dotted field path back to
 the form key, so that the error shows next to the field the user touched.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from app import planning
+from app.services import plan_query
 
 KEYS: tuple[str, ...] = (
     "base",
@@ -104,7 +104,7 @@ def field_key(field: str) -> str | None:
     """The form key an InputError's dotted path belongs to ("engine.block_size" → "block_size")."""
     if field in FIELD_KEYS_SET:
         return field
-    from_planning = planning.field_for_path(field)
+    from_planning = plan_query.field_for_path(field)
     if from_planning is not None:
         return from_planning
     found = key_for_path(field, FIELD_KEYS)

@@ -27,7 +27,8 @@ from app.core.kvspec import (
     rank_kv_uniform,
 )
 from app.core.mamba import state_bytes_per_layer
-from app.core.shape import ModelShape, shape_from_config
+from app.core.model_config import shape_from_config
+from app.core.shape import ModelShape
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 MODELS: list[dict[str, Any]] = json.loads((DATA / "model-shapes.json").read_text())["models"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.planning import run_plan
+from app.services.plans import run_plan
 
 GIB = 2**30
 ROWS = {

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from app.core.kvspec import RankKV, rank_kv
-from app.core.shape import shape_from_config
+from app.core.model_config import shape_from_config
 
 CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
 GIB = 1024**3

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from app.core.errors import InputError
-from app.core.shape import ModelShape, shape_from_config
+from app.core.model_config import shape_from_config
+from app.core.shape import ModelShape
 
 CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
 CONFIG_FILES = sorted(CONFIGS.glob("*.json"))

@@ -13,10 +13,11 @@ from hypothesis import strategies as st
 from app.core.errors import InputError
 from app.core.estimates import activation_slope
 from app.core.ledger import Cell, RankInput
+from app.core.model_config import shape_from_config
 from app.core.plan import Engine, Layout, ModelInput, PlanInput, Policy, compute
-from app.core.shape import online_fp8_shape, shape_from_config
+from app.core.shape import online_fp8_shape
 from app.core.whatif import levers, set_engine, set_max_num_batched_tokens, set_quantization, set_tp
-from app.planning import run_plan
+from app.services.plans import run_plan
 
 GIB = 2**30
 MIB = 2**20

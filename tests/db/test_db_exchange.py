@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from app.core.audit import LedgerRow
+from app.db import exchange
 from app.db import repository as repo
 from app.db.repository import Conflict, InvalidInput
 from app.db.session import make_engine, make_sessionmaker
@@ -41,7 +42,7 @@ def _export_of_sample(url: str) -> dict[str, Any]:
             ledger_in(note="", log=None, captured_at=None, evidence={}, ranks=[LedgerRow("dp0-tp0")]),
         )
     with factory() as s:
-        data = repo.export_deployment(s, "prod-a")
+        data = exchange.export_deployment(s, "prod-a")
     engine.dispose()
     return data
 
@@ -56,17 +57,17 @@ def test_export_import_round_trip_into_a_fresh_database(make_db: MakeDb) -> None
     engine = make_engine(target)
     factory = make_sessionmaker(engine, write=True)
     with factory.begin() as s:
-        repo.import_deployment(s, json.loads(json.dumps(exported)))
+        exchange.import_deployment(s, json.loads(json.dumps(exported)))
     with factory() as s:
-        assert repo.export_deployment(s, "prod-a") == exported
+        assert exchange.export_deployment(s, "prod-a") == exported
     # A second import under another slug works; the same slug is a conflict.
     with factory.begin() as s:
-        repo.import_deployment(s, exported, slug="prod-a-copy")
+        exchange.import_deployment(s, exported, slug="prod-a-copy")
     with factory() as s:
-        again = repo.export_deployment(s, "prod-a-copy")
+        again = exchange.export_deployment(s, "prod-a-copy")
     assert again == {**exported, "deployment": {**exported["deployment"], "slug": "prod-a-copy"}}
     with pytest.raises(Conflict, match="'prod-a' already exists"), factory.begin() as s:
-        repo.import_deployment(s, exported)
+        exchange.import_deployment(s, exported)
     engine.dispose()
 
 
@@ -102,7 +103,7 @@ def test_import_rejects_broken_files_clearly(make_db: MakeDb, path: list[Any], v
     exported = _export_of_sample(url)
     engine = make_engine(url)
     with pytest.raises(InvalidInput) as info, make_sessionmaker(engine, write=True).begin() as s:
-        repo.import_deployment(s, _broken(exported, path, value), slug=None if path[0] == "deployment" else "new")
+        exchange.import_deployment(s, _broken(exported, path, value), slug=None if path[0] == "deployment" else "new")
     assert message in str(info.value)
     with make_sessionmaker(engine)() as s:
         assert [d.slug for d in repo.list_deployments(s)] == ["prod-a"]  # nothing half-imported

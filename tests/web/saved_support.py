@@ -1,6 +1,6 @@
 """Fixtures and helpers for the saved-plans and history tests: a fresh database on SQLite (a real
 file) and on PostgreSQL (KVLEDGER_TEST_PG_URL; skipped without it), brought up by
-`app.saving.prepare_database` exactly as `kvledger serve` does, an app and a client on it, and a
+`app.services.demo_data.prepare_database` exactly as `kvledger serve` does, an app and a client on it, and a
 real uvicorn server in a subprocess for the concurrency and crash tests.
 
 Import the fixtures into a test module: `from .saved_support import *`-style, by name.
@@ -23,8 +23,8 @@ from sqlalchemy.engine import make_url
 
 from app.core.audit import LedgerRow
 from app.db import repository as repo
-from app.db.session import run_write
-from app.saving import open_database, prepare_database
+from app.db.session import open_database, run_write
+from app.services.demo_data import prepare_database
 from app.settings import Settings
 from app.web.app import create_app
 from app.web.templating import RenderEvent

@@ -172,7 +172,7 @@ def test_user_text_renders_inert(settings: Settings, client: TestClient) -> None
 
 def test_oversized_logs_get_a_clear_413(database_url: str) -> None:
     settings = Settings(database_url=database_url, demo_data=False, max_body_bytes=16 * 1024, max_log_bytes=64 * 1024)
-    from app.saving import prepare_database
+    from app.services.demo_data import prepare_database
 
     prepare_database(settings)
     with make_client(settings) as client:

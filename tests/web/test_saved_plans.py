@@ -10,12 +10,11 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from app import planning
 from app.db import repository as repo
-from app.db.session import make_engine, run_write
-from app.saving import open_database
+from app.db.session import make_engine, open_database, run_write
+from app.services import plans
+from app.services.base_documents import MemoryBaseStore
 from app.settings import Settings
-from app.web.bases import MemoryBaseStore
 from app.web.templating import RenderEvent
 
 from .saved_support import (
@@ -55,7 +54,7 @@ def _save(client: TestClient, doc: dict[str, Any], **params: str) -> dict[str, A
 
 def test_save_link_open_gives_identical_numbers(client: TestClient, renders: list[RenderEvent]) -> None:
     saved = _save(client, PLAN_DOC)
-    expected = planning.run_plan(PLAN_DOC)  # what `kvledger plan --json` prints
+    expected = plans.run_plan(PLAN_DOC)  # what `kvledger plan --json` prints
     assert saved["url"] == f"/p/{saved['slug']}" and len(saved["slug"]) >= 22  # ≥ 128 bits
     assert {k: v for k, v in saved.items() if k in expected} == expected
 
@@ -149,7 +148,7 @@ def test_the_database_refuses_updates_to_saved_plans(settings: Settings, client:
 
 def test_todays_numbers_differ_is_explained(settings: Settings, client: TestClient,
                                             renders: list[RenderEvent]) -> None:
-    result = planning.run_plan(PLAN_DOC)
+    result = plans.run_plan(PLAN_DOC)
     old = {**result, "tokens": result["tokens"] + 1000, "core_version": "0.0.9"}
     db = open_database(settings)
     try:
@@ -209,8 +208,7 @@ def test_saved_list_and_its_twin(client: TestClient, renders: list[RenderEvent])
 
 
 def test_demo_data_is_seeded_once_and_an_unmigrated_database_says_what_to_run(tmp_path: Any) -> None:
-    from app.saving import prepare_database
-    from app.saving_demo import seed_demo
+    from app.services.demo_data import prepare_database, seed_demo
 
     from .saved_support import make_client
 
@@ -236,7 +234,7 @@ def test_demo_data_is_seeded_once_and_an_unmigrated_database_says_what_to_run(tm
 
 
 def test_the_router_lifespan_opens_and_disposes_the_database(settings: Settings) -> None:
-    from app.saving import Database
+    from app.db.session import Database
 
     from .saved_support import make_client
 

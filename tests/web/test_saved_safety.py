@@ -21,7 +21,7 @@ Write = Callable[[TestClient, dict[str, str]], int]
 
 @pytest.fixture
 def base_settings(tmp_path: Path) -> Settings:
-    from app.saving import prepare_database
+    from app.services.demo_data import prepare_database
 
     settings = Settings(database_url=f"sqlite:///{tmp_path / 'db.sqlite3'}", demo_data=False)
     prepare_database(settings)

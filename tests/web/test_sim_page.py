@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 
-from app import planning
 from app.core.sim.io import SimCancelled
-from app.simjobs import JobLimitError, JobRunner, validate
-from app.simjobs import simulate as run_resolved
-from app.simulation import run_simulation
-from app.web import simform
+from app.services import plan_query, plans
+from app.services.sim_jobs import JobLimitError, JobRunner, validate
+from app.services.sim_jobs import simulate as run_resolved
+from app.services.simulation import run_simulation
 from app.web.app import create_app
-from app.web.sim import MAX_ACTIVE, SYNC_MAX_WORK
+from app.web.sim import forms
+from app.web.sim.routes import MAX_ACTIVE, SYNC_MAX_WORK
 from app.web.templating import RenderEvent
 
 from .support import HX, TestClient, make_settings
@@ -92,7 +92,7 @@ def test_form_page_renders_seed_002_defaults(client: TestClient, renders: list[R
     assert response.status_code == 200
     assert _pages(renders) == [("pages/sim.html", None)]
     context = renders[0].context
-    assert context["form"] == simform.FORM_DEFAULTS
+    assert context["form"] == forms.FORM_DEFAULTS
     assert context["pool"] is None and context["plan_query"] == {}
     assert context["max_work"] == make_settings().sim_max_work
     assert 'action="/sim/jobs"' in response.text and 'enctype="multipart/form-data"' in response.text
@@ -102,7 +102,7 @@ def test_plan_query_simulates_the_binding_rank_pool(client: TestClient, renders:
     query = {"model": "llama-3.1-70b", "tp": "4", "util": "0.85"}
     response = client.get("/sim", params=query)
     assert response.status_code == 200
-    plan = planning.run_plan(planning.plan_from_query(query), with_levers=False)
+    plan = plans.run_plan(plan_query.plan_from_query(query), with_levers=False)
     pool = renders[0].context["pool"]
     assert (pool["blocks"], pool["block_size"]) == (plan["blocks"], plan["block_size"])
     assert f"binding rank {plan['binding_rank']}" in pool["source"]
@@ -110,7 +110,7 @@ def test_plan_query_simulates_the_binding_rank_pool(client: TestClient, renders:
     assert '<input type="hidden" name="util" value="0.85">' in response.text
     twin = client.get("/sim.json", params=query).json()
     assert twin["pool"] == {"blocks": plan["blocks"], "block_size": plan["block_size"]}
-    assert twin["document"]["plan"] == planning.plan_from_query(query)
+    assert twin["document"]["plan"] == plan_query.plan_from_query(query)
 
 
 def test_form_values_come_from_the_query(client: TestClient, renders: list[RenderEvent]) -> None:
@@ -122,7 +122,7 @@ def test_form_values_come_from_the_query(client: TestClient, renders: list[Rende
 
 def test_sim_json_twin_is_the_document_the_form_submits(client: TestClient) -> None:
     twin = client.get("/sim.json").json()
-    assert twin["document"] == simform.document(simform.FORM_DEFAULTS, None)
+    assert twin["document"] == forms.document(forms.FORM_DEFAULTS, None)
     assert twin["pool"] == {"blocks": 1783, "block_size": 16}
     assert twin["document"]["workload"]["shared_fraction"] == 0.7
 
@@ -254,7 +254,7 @@ def test_synchronous_api_is_the_cli_output_and_capped_to_small_runs(client: Test
     result = client.post("/api/v1/simulate", json=SMALL_DOC)
     assert result.status_code == 200
     assert result.json() == run_simulation(SMALL_DOC, max_work=None) == _small_result()
-    plan_doc = {"plan": planning.plan_from_query({"model": "llama-3.1-8b"}), "workload": {"requests_per_level": 200},
+    plan_doc = {"plan": plan_query.plan_from_query({"model": "llama-3.1-8b"}), "workload": {"requests_per_level": 200},
                 "ramp": [1, 8], "seed": 2}
     from_plan = client.post("/api/v1/simulate", json=plan_doc).json()
     assert from_plan == run_simulation(plan_doc, max_work=None)
@@ -371,7 +371,7 @@ def test_non_utf8_upload_is_a_field_error(client: TestClient, renders: list[Rend
 
 
 def test_pasted_text_is_inert(client: TestClient) -> None:
-    for key in sorted(simform.FORM_KEYS - {"prefix_caching"}):
+    for key in sorted(forms.FORM_KEYS - {"prefix_caching"}):
         response = client.post("/sim/jobs", data={**SMALL_FORM, key: PAYLOAD})
         assert response.status_code == 422, key
         assert PAYLOAD not in response.text, key
@@ -389,12 +389,12 @@ def test_pool_source_text_is_inert_in_the_job_page(client: TestClient) -> None:
 
 
 def test_lengths_parse_from_json_csv_columns_and_wrapped_lists() -> None:
-    assert simform.parse_lengths("[812, 96]", "p", "prompt") == [812, 96]
-    assert simform.parse_lengths("100, 200,\n300, 400\n", "p", "prompt") == [100, 200, 300, 400]
+    assert forms.parse_lengths("[812, 96]", "p", "prompt") == [812, 96]
+    assert forms.parse_lengths("100, 200,\n300, 400\n", "p", "prompt") == [100, 200, 300, 400]
     table = "id,prompt_tokens,output_tokens\n7,900,120\n8,1500,80\n"
-    assert simform.parse_lengths(table, "p", "prompt") == [900, 1500]
-    assert simform.parse_lengths(table, "p", "output") == [120, 80]
-    assert simform.parse_lengths("tokens\n5\n6", "p", "output") == [5, 6]
+    assert forms.parse_lengths(table, "p", "prompt") == [900, 1500]
+    assert forms.parse_lengths(table, "p", "output") == [120, 80]
+    assert forms.parse_lengths("tokens\n5\n6", "p", "output") == [5, 6]
 
 
 ODD_VALUES = ("", " ", "nan", "inf", "-1", "0", "1e309", "99999999999999999999999", "[", "{}", "[1.5]", "１２", "1;2")
@@ -404,7 +404,7 @@ def test_odd_form_values_never_fail_the_server(app: FastAPI) -> None:
     app.state.sim_jobs = JobRunner(max_work=app.state.settings.sim_max_work, max_active=1000, max_jobs=1000,
                                    run=lambda doc, progress, cancel: _small_result())
     with TestClient(app, raise_server_exceptions=True) as client:
-        for key in sorted(simform.FORM_KEYS):
+        for key in sorted(forms.FORM_KEYS):
             for value in ODD_VALUES:
                 response = client.post("/sim/jobs", data={**SMALL_FORM, key: value}, follow_redirects=False)
                 assert response.status_code in (303, 422), (key, value, response.status_code)

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from fastapi import FastAPI
 
-from app import planning
+from app.services import plan_query, plans
 from app.web.app import create_app
-from app.web.demo import SEED000
+from app.web.plan.examples import SEED000
 
 from .support import TestClient, make_settings
 
@@ -19,7 +19,7 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def test_post_plan_returns_result_and_canonical_url(client: TestClient) -> None:
-    doc = planning.plan_from_query({"model": "llama-3.1-70b", "tp": "4", "util": "0.85"})
+    doc = plan_query.plan_from_query({"model": "llama-3.1-70b", "tp": "4", "util": "0.85"})
     body = client.post("/api/v1/plan", json=doc).json()
     assert body["url"] == "/plan?model=llama-3.1-70b&tp=4&util=0.85"
     twin = client.get("/plan.json?model=llama-3.1-70b&tp=4&util=0.85").json()
@@ -31,7 +31,7 @@ def test_json_twin_equals_api_result(client: TestClient, query: str) -> None:
     twin = client.get(f"/plan.json?{query}").json()
     assert twin["url"] == f"/plan?{query}"
     params = dict(p.split("=", 1) for p in query.split("&"))
-    api = client.post("/api/v1/plan", json=planning.plan_from_query(params)).json()
+    api = client.post("/api/v1/plan", json=plan_query.plan_from_query(params)).json()
     assert api == twin
 
 
@@ -79,8 +79,8 @@ def test_import_log_api_text_and_upload(client: TestClient) -> None:
 
 
 def test_compare_api(client: TestClient) -> None:
-    a = planning.plan_from_query({"tp": "2"})
-    b = planning.plan_from_query({"tp": "2", "util": "0.8"})
+    a = plan_query.plan_from_query({"tp": "2"})
+    b = plan_query.plan_from_query({"tp": "2", "util": "0.8"})
     body = client.post("/api/v1/compare", json={"a": a, "b": b}).json()
     assert body["results"]["tokens"]["delta"] < 0
     bad = client.post("/api/v1/compare", json={"a": a, "b": {"gpu": {"total": "x"}}})
@@ -126,7 +126,7 @@ def test_unexpected_errors_are_plain_500s(app: FastAPI, monkeypatch: pytest.Monk
     def boom(*args: object, **kwargs: object) -> None:
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr(planning, "run_plan", boom)
+    monkeypatch.setattr(plans, "run_plan", boom)
     with TestClient(app, raise_server_exceptions=False) as client:
         page = client.get("/plan?tp=2")
         api = client.post("/api/v1/plan", json={})

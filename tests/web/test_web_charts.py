@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import sys
 
-from app import planning
-from app.web import charts
-from app.web.demo import SEED000
+from app.services import plan_query, plans
+from app.web.plan import charts
+from app.web.plan.examples import SEED000
 
 
 def _trace(figure: charts.Figure, name: str) -> dict[str, object]:
@@ -15,7 +15,7 @@ def _trace(figure: charts.Figure, name: str) -> dict[str, object]:
 
 
 def test_seed000_pool_chart_marks_the_binding_rank_and_requested_line() -> None:
-    result = planning.run_plan(SEED000)
+    result = plans.run_plan(SEED000)
     figure = charts.plan_charts(result)["pool"]
     kv = _trace(figure, "KV (usable)")
     assert kv["x"] == ["0", "1", "2", "3"]
@@ -32,13 +32,13 @@ def test_seed000_pool_chart_marks_the_binding_rank_and_requested_line() -> None:
 
 
 def test_estimated_cells_are_hatched() -> None:
-    result = planning.run_plan(planning.plan_from_query({"tp": "2"}))
+    result = plans.run_plan(plan_query.plan_from_query({"tp": "2"}))
     weights = _trace(charts.plan_charts(result)["pool"], "weights")
     assert weights["marker"]["pattern"]["shape"] == ["/", "/"]  # type: ignore[index]
 
 
 def test_past_64_ranks_the_view_aggregates() -> None:
-    result = planning.run_plan(planning.plan_from_query({"ranks": "1024", "tp": "8"}), with_levers=False)
+    result = plans.run_plan(plan_query.plan_from_query({"ranks": "1024", "tp": "8"}), with_levers=False)
     figures = charts.plan_charts(result)
     assert set(figures) == {"pool", "dist"}
     assert len(figures["pool"]["data"][0]["x"]) <= 3
@@ -86,6 +86,6 @@ def test_levers_that_fail_or_warn_are_coloured_and_labelled() -> None:
 
 
 def test_figures_are_plain_json_without_plotly() -> None:
-    result = planning.run_plan(planning.plan_from_query({"model": "llama-3.1-70b", "tp": "4"}))
+    result = plans.run_plan(plan_query.plan_from_query({"model": "llama-3.1-70b", "tp": "4"}))
     json.dumps(charts.plan_charts(result), allow_nan=False)
     assert "plotly" not in sys.modules

@@ -7,7 +7,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from app import planning
+from app.services import plan_query, plans
 from app.web.templating import RenderEvent
 
 from .support import HX, TestClient
@@ -45,7 +45,7 @@ def test_plan_page_context_is_the_planning_result(client: TestClient, renders: l
     assert response.status_code == 200
     assert _pages(renders) == [("pages/plan.html", None)]
     context = renders[0].context
-    expected = planning.run_plan(planning.plan_from_query(query))
+    expected = plans.run_plan(plan_query.plan_from_query(query))
     assert context["result"]["tokens"] == expected["tokens"]
     assert context["url"] == "/plan?model=llama-3.1-70b&tp=4"
     assert set(context["charts"]) == {"pool", "levers"}

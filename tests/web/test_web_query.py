@@ -9,10 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.core.errors import InputError
-from app.web import querystring, views
+from app.services.base_documents import MemoryBaseStore
+from app.web import querystring
 from app.web.app import create_app
-from app.web.bases import MemoryBaseStore
-from app.web.demo import base_documents
+from app.web.plan import views
+from app.web.plan.examples import base_documents
 from app.web.templating import json_for_html
 
 from .support import HX, TestClient, make_settings

@@ -18,15 +18,16 @@ from typing import Any
 
 from starlette.requests import Request
 
-from app import planning, saving
 from app.core.errors import InputError
 from app.db import repository as repo
-from app.saving_history import History, HistoryPoint, min_kv_bytes
 from app.schemas import validate_plan
-from app.web import present, querystring
-from app.web.bases import BaseStore
-from app.web.charts import FONT, GIB
-from app.web.views import PlanView
+from app.services import plan_query, saved_plans
+from app.services.base_documents import BaseStore
+from app.services.deployments import History, HistoryPoint, min_kv_bytes
+from app.web import querystring
+from app.web.plan import present
+from app.web.plan.charts import FONT, GIB
+from app.web.plan.views import PlanView
 
 MAX_RANK_TRACES = 64
 PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6", "#9d755d")
@@ -48,8 +49,8 @@ def edit_query(doc: Mapping[str, Any], bases: BaseStore) -> dict[str, str]:
     document exactly, else the document stored as a base (`base=<content id>`)."""
     plain = {k: v for k, v in doc.items() if k != "title"}
     try:
-        query = planning.query_from_plan(plain)
-        if validate_plan(planning.plan_from_query(query)) == validate_plan(plain):
+        query = plan_query.query_from_plan(plain)
+        if validate_plan(plan_query.plan_from_query(query)) == validate_plan(plain):
             return query
     except (InputError, ValueError):
         pass
@@ -57,7 +58,7 @@ def edit_query(doc: Mapping[str, Any], bases: BaseStore) -> dict[str, str]:
 
 
 def saved_plan_context(
-    opened: saving.OpenedPlan, newer: Sequence[repo.PlanSummary], bases: BaseStore, request: Request
+    opened: saved_plans.OpenedPlan, newer: Sequence[repo.PlanSummary], bases: BaseStore, request: Request
 ) -> dict[str, Any]:
     record = opened.record
     query = edit_query(record.document, bases)

@@ -12,13 +12,15 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.exceptions import HTTPException
 
-from app import saving
 from app.core.errors import InputError
 from app.db import repository as repo
-from app.web import querystring, saved_present, views
-from app.web.bases import BaseStore
+from app.services import saved_plans
+from app.services.base_documents import BaseStore
+from app.web import querystring
+from app.web.deps import SessionDep, WriteGuard, WriterDep, database, domain_errors
+from app.web.plan import views
 from app.web.responses import expect_page, render
-from app.web.saved_deps import SessionDep, WriteGuard, WriterDep, database, domain_errors
+from app.web.saved import present
 
 router = APIRouter()
 IMMUTABLE = "Saved plans are immutable: edit it as a what-if and save a new version (it links back to this one)."
@@ -43,7 +45,7 @@ def api_save_plan(
     title: Annotated[str, Query(max_length=300)] = "",
 ) -> JSONResponse:
     with domain_errors("document"):
-        saved = saving.save_document(writer, doc, title, parent)
+        saved = saved_plans.save_document(writer, doc, title, parent)
     url = f"/p/{saved.slug}"
     body = {**saved.result, "slug": saved.slug, "url": url, "absolute_url": str(request.base_url).rstrip("/") + url,
             "parent": saved.parent_slug}
@@ -53,8 +55,8 @@ def api_save_plan(
 @router.get("/api/v1/plans/{slug}", tags=["api"], summary="A saved plan (the same JSON as /p/{slug}.json)")
 def api_get_plan(slug: str, session: SessionDep) -> JSONResponse:
     with domain_errors():
-        opened = saving.open_plan(session, slug)
-    return JSONResponse(saving.plan_json(opened, f"/p/{slug}"))
+        opened = saved_plans.open_plan(session, slug)
+    return JSONResponse(saved_plans.plan_json(opened, f"/p/{slug}"))
 
 
 @router.api_route("/api/v1/plans/{slug}", methods=["PUT", "PATCH", "DELETE"], include_in_schema=False)
@@ -66,7 +68,7 @@ def immutable(slug: str) -> Response:
 
 @router.get("/p", include_in_schema=False)
 def saved_list(request: Request, session: SessionDep) -> Response:
-    spec = expect_page(request, "pages/saved_plans.html", saved_present.saved_list_context([], request))
+    spec = expect_page(request, "pages/saved_plans.html", present.saved_list_context([], request))
     with domain_errors():
         plans = repo.list_recent_plans(session, 50)
     return render(request, spec, {"plans": plans})
@@ -76,22 +78,22 @@ def saved_list(request: Request, session: SessionDep) -> Response:
 def saved_list_json(session: SessionDep) -> JSONResponse:
     with domain_errors():
         plans = repo.list_recent_plans(session, 50)
-    return JSONResponse({"plans": [saving.summary_json(p) for p in plans]})
+    return JSONResponse({"plans": [saved_plans.summary_json(p) for p in plans]})
 
 
 @router.get("/p/{slug}.json", include_in_schema=False)
 def saved_plan_json(slug: str, session: SessionDep) -> JSONResponse:
     with domain_errors():
-        opened = saving.open_plan(session, slug)
-    return JSONResponse(saving.plan_json(opened, f"/p/{slug}"))
+        opened = saved_plans.open_plan(session, slug)
+    return JSONResponse(saved_plans.plan_json(opened, f"/p/{slug}"))
 
 
 @router.get("/p/{slug}", include_in_schema=False)
 def saved_plan_page(request: Request, slug: str, session: SessionDep) -> Response:
     with domain_errors():
-        opened = saving.open_plan(session, slug)
-        newer = saving.children(session, slug)
-    context = saved_present.saved_plan_context(opened, newer, request.app.state.bases, request)
+        opened = saved_plans.open_plan(session, slug)
+        newer = saved_plans.children(session, slug)
+    context = present.saved_plan_context(opened, newer, request.app.state.bases, request)
     spec = expect_page(request, "pages/saved_plan.html", context)
     return render(request, spec)
 
@@ -109,7 +111,7 @@ def save_from_whatif(
     form = {"plan": plan, "parent": parent, "title": title}
     with domain_errors():
         recent = repo.list_recent_plans(session, 50)
-    expect_page(request, "pages/saved_plans.html", {**saved_present.saved_list_context(recent, request), "form": form})
+    expect_page(request, "pages/saved_plans.html", {**present.saved_list_context(recent, request), "form": form})
     bases = request.app.state.bases
     query = querystring.from_text(plan)
     if not query:
@@ -122,7 +124,7 @@ def save_from_whatif(
         except InputError as exc:  # about one what-if key of the address: show it on the address field
             key = querystring.field_key(exc.field) or exc.field
             raise InputError("plan", f"{exc.message} ({key})" if key else exc.message) from None
-        saved = saving.save_document(writer, doc, title, parent.strip() or None)
+        saved = saved_plans.save_document(writer, doc, title, parent.strip() or None)
     return RedirectResponse(f"/p/{saved.slug}", status_code=303)
 
 

@@ -7,7 +7,7 @@ JavaScript a <meta refresh> reloads it), POST /sim/jobs/{id}/cancel. Every page 
 twin. API under /api/v1: POST /simulate (synchronous, small runs), POST /sim/jobs,
 GET /sim/jobs/{id}, POST /sim/jobs/{id}/cancel.
 
-Jobs run in `app.simjobs.JobRunner`, kept on `app.state.sim_jobs` (created on first use; the
+Jobs run in `app.services.sim_jobs.JobRunner`, kept on `app.state.sim_jobs` (created on first use; the
 router's lifespan cancels running jobs at shutdown). Work per request is capped by
 `Settings.sim_max_work` (422 naming the field), concurrent jobs by the runner (429).
 """
@@ -26,11 +26,13 @@ from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 
 from app.core.errors import InputError
-from app.simjobs import JobLimitError, JobRunner, JobView
-from app.simulation import resolve_pool
-from app.web import htmx, simcharts, simform, views
+from app.services.sim_jobs import JobLimitError, JobRunner, JobView
+from app.services.simulation import resolve_pool
+from app.web import htmx
+from app.web.plan import views
 from app.web.querystring import page_url
 from app.web.responses import expect_page, render
+from app.web.sim import charts, forms
 
 #: Jobs run at once (the rest queue); jobs queued or running before new ones get a 429.
 WORKERS = 1
@@ -94,7 +96,7 @@ def _plan_doc(request: Request, plan_query: Mapping[str, str]) -> dict[str, Any]
         base_doc = views.resolve_base(plan_query, request.app.state.bases)
     except InputError as exc:
         raise exc.under("plan") from None
-    return simform.plan_document(plan_query, base_doc)
+    return forms.plan_document(plan_query, base_doc)
 
 
 def _pool_context(request: Request, plan_query: Mapping[str, str]) -> dict[str, Any]:
@@ -118,7 +120,7 @@ def _form_context(request: Request, values: Mapping[str, str], plan_query: Mappi
     return {
         "nav": "sim", "form": dict(values), "plan_query": dict(plan_query), "error": None, "field_errors": {},
         "plan_url": page_url("/plan", plan_query), "reset_url": page_url("/sim", plan_query),
-        "json_url": page_url("/sim.json", simform.rerun_query(values, plan_query)),
+        "json_url": page_url("/sim.json", forms.rerun_query(values, plan_query)),
         "max_work": request.app.state.settings.sim_max_work, **_pool_context(request, plan_query),
     }
 
@@ -130,7 +132,7 @@ def _job_context(job: JobView) -> dict[str, Any]:
         "job_url": f"/sim/jobs/{job.id}", "json_url": f"/sim/jobs/{job.id}.json",
         "cancel_url": f"/sim/jobs/{job.id}/cancel",
         "rerun_url": page_url("/sim", rerun) if isinstance(rerun, Mapping) else "/sim",
-        **simcharts.result_context(job.result),
+        **charts.result_context(job.result),
     }
 
 
@@ -151,7 +153,7 @@ def _render_job(request: Request, job: JobView) -> Response:
 @pages.get("/sim")
 def sim_page(request: Request) -> Response:
     items = request.query_params.multi_items()
-    values, plan_query = simform.form_values(items), simform.plan_query_of(items)
+    values, plan_query = forms.form_values(items), forms.plan_query_of(items)
     context = _form_context(request, values, plan_query)
     spec = expect_page(request, "pages/sim.html", context)
     return render(request, spec, status_code=422 if context["pool_error"] else 200)
@@ -161,8 +163,8 @@ def sim_page(request: Request) -> Response:
 def sim_page_json(request: Request) -> JSONResponse:
     """The document the form would submit, and the pool it simulates."""
     items = request.query_params.multi_items()
-    values, plan_query = simform.form_values(items), simform.plan_query_of(items)
-    doc = simform.document(values, _plan_doc(request, plan_query))
+    values, plan_query = forms.form_values(items), forms.plan_query_of(items)
+    doc = forms.document(values, _plan_doc(request, plan_query))
     resolved = resolve_pool(doc)
     return JSONResponse({"document": doc, "pool": resolved["pool"], "pool_source": resolved.get("pool_source"),
                          "max_work": request.app.state.settings.sim_max_work, "url": page_url("/sim", plan_query)})
@@ -192,11 +194,11 @@ def _start_from_form(request: Request, values: Mapping[str, str], plan_query: Ma
                      files: Mapping[str, bytes]) -> Response:
     spec = expect_page(request, "pages/sim.html", {})
     try:
-        doc = simform.document(values, _plan_doc(request, plan_query), _decode_uploads(files))
-        job = runner_of(request).submit(doc, meta={"rerun": simform.rerun_query(values, plan_query)})
+        doc = forms.document(values, _plan_doc(request, plan_query), _decode_uploads(files))
+        job = runner_of(request).submit(doc, meta={"rerun": forms.rerun_query(values, plan_query)})
     except InputError as exc:
         context = _form_context(request, values, plan_query)
-        context.update(error={"field": exc.field, "message": exc.message}, field_errors=simform.field_errors(exc))
+        context.update(error={"field": exc.field, "message": exc.message}, field_errors=forms.field_errors(exc))
         return render(request, spec, context, status_code=422)
     except JobLimitError as exc:
         raise _too_many(exc) from None
@@ -209,7 +211,7 @@ async def start_job(request: Request) -> Response:
     async with request.form(max_files=2, max_fields=200) as form:
         items = [(k, v) for k, v in form.multi_items() if isinstance(v, str)]
         files = await _upload_bytes(form)
-    values, plan_query = simform.form_values(items), simform.plan_query_of(items)
+    values, plan_query = forms.form_values(items), forms.plan_query_of(items)
     return await run_in_threadpool(_start_from_form, request, values, plan_query, files)
 
 

@@ -18,7 +18,7 @@ def resolve_pool(doc: Mapping[str, Any]) -> JSON:
         return dict(doc)
     if "pool" in doc:
         raise InputError("pool", "give either plan or pool, not both")
-    from app.planning import run_plan
+    from app.services.plans import run_plan
 
     try:
         result = run_plan(doc["plan"], with_levers=False)

@@ -1,7 +1,7 @@
 """The JSON API under /api/v1 (OpenAPI at /openapi.json, a readable index at /docs).
 
 Bodies are plan documents and texts exactly as the CLI takes them; results are the planning
-module's JSON. Bad input is a 422 `{"error": {"field", "message"}}` (see errors.py); bodies
+module's JSON. Bad input is a 422 `{"error": {"field", "message"}}` (see `app.web.errors`); bodies
 over the configured size are a 413 before they are read.
 """
 
@@ -12,10 +12,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, File, Form, Request, UploadFile
 from fastapi.responses import JSONResponse
 
-from app import planning
 from app.core.errors import InputError
-from app.web import cpu, querystring, workflows
-from app.web.bases import BaseStore
+from app.services import plan_query, plans
+from app.services.base_documents import BaseStore
+from app.web import cpu, querystring
+from app.web.plan import workflows
 
 router = APIRouter(prefix="/api/v1", tags=["api"])
 
@@ -31,9 +32,9 @@ PlanBody = Annotated[
 def shareable_url(doc: dict[str, Any], result: dict[str, Any], bases: BaseStore) -> str:
     """The plan page URL of a document: a what-if query when one reproduces the result exactly,
     else a stored base document (`/plan?base=<id>`)."""
-    query = planning.query_from_plan(doc)
+    query = plan_query.query_from_plan(doc)
     try:
-        same = planning.run_plan(planning.plan_from_query(query), with_levers=False) == {**result, "levers": []}
+        same = plans.run_plan(plan_query.plan_from_query(query), with_levers=False) == {**result, "levers": []}
     except InputError:
         same = False
     if same:
@@ -47,13 +48,13 @@ async def post_plan(request: Request, doc: PlanBody) -> JSONResponse:
 
 
 def _plan_with_url(doc: dict[str, Any], bases: BaseStore) -> dict[str, Any]:
-    result = planning.run_plan(doc)
+    result = plans.run_plan(doc)
     return {**result, "url": shareable_url(doc, result, bases)}
 
 
 @router.get("/models", summary="Search the model catalogue")
 def get_models(q: str = "") -> JSONResponse:
-    return JSONResponse({"models": planning.catalogue_search(q, limit=50)})
+    return JSONResponse({"models": plans.catalogue_search(q, limit=50)})
 
 
 @router.post("/import/log", summary="Parse vLLM startup logs (text field or file upload)")
@@ -70,7 +71,7 @@ def import_log(
 
 @router.post("/import/nvidia-smi", summary="Parse nvidia-smi output (table or --query-gpu CSV)")
 def import_nvidia_smi(text: Annotated[str, Body(embed=True, description="nvidia-smi output")]) -> JSONResponse:
-    return JSONResponse(planning.import_nvidia_smi(text))
+    return JSONResponse(plans.import_nvidia_smi(text))
 
 
 @router.post("/compare", summary="Two plan documents side by side, every row with its delta")
@@ -83,11 +84,11 @@ async def compare(
 
 
 def _compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    return planning.compare(_run_side(a, "a"), _run_side(b, "b"))
+    return plans.compare(_run_side(a, "a"), _run_side(b, "b"))
 
 
 def _run_side(doc: dict[str, Any], side: str) -> dict[str, Any]:
     try:
-        return planning.run_plan(doc, with_levers=False)
+        return plans.run_plan(doc, with_levers=False)
     except InputError as exc:
         raise exc.under(side) from None

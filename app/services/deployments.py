@@ -7,7 +7,7 @@ rank's tokens, and at every ledger whose evidence changed a reading of what chan
 audit's words, e.g. "vLLM 0.20 → 0.21: CUDA-graph memory now subtracted from the budget").
 Alerts are checked on the newest ledger. A diff matches ranks by label (`app.core.audit`).
 
-Importing a log as a ledger lives in `app.saving_logs`.
+Importing a log as a ledger lives in `app.services.ledger_import`.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.core import audit
 from app.core.audit import ROW_FIELDS, LedgerSnapshot
 from app.core.errors import InputError
+from app.db import exchange
 from app.db import repository as repo
 from app.db.models import Ledger
 from app.db.session import run_write
@@ -279,7 +280,7 @@ def diff_json(view: DiffView) -> JSON:
 
 
 def export_deployment(session: Session, slug: str) -> JSON:
-    return repo.export_deployment(session, slug)
+    return exchange.export_deployment(session, slug)
 
 
 def import_deployment(factory: sessionmaker[Session], data: object, slug: str | None = None) -> repo.DeploymentRecord:
@@ -293,7 +294,7 @@ def import_deployment(factory: sessionmaker[Session], data: object, slug: str | 
         if isinstance(dep, Mapping) and isinstance(dep.get("slug"), str):
             _check_slug(dep["slug"], "file")
     try:
-        return run_write(factory, lambda s: repo.import_deployment(s, data, slug=slug))
+        return run_write(factory, lambda s: exchange.import_deployment(s, data, slug=slug))
     except repo.Conflict as exc:
         raise InputError("slug", f"{exc}; import it under another slug") from None
     except repo.InvalidInput as exc:

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote_plus
 
-from app import planning
 from app.core.kvspec import KV_CACHE_DTYPES
-from app.web import charts, querystring
+from app.services import plans
+from app.web import querystring
 from app.web.formatting import gib, intcomma, ratio
-from app.web.views import PlanView
+from app.web.plan import charts
+from app.web.plan.views import PlanView
 
 FORM_KEYS = (
     "model", "gpu_total", "ranks", "vllm", "tp", "pp", "dp", "util", "mnbt", "kv_bytes",
@@ -55,7 +56,7 @@ def _size_text(value: object) -> str:
 @functools.lru_cache(maxsize=1)
 def catalogue_options() -> tuple[tuple[str, str], ...]:
     """(slug, name) of every catalogue model (the catalogue is data shipped with the app)."""
-    return tuple((m["slug"], m["name"]) for m in planning.catalogue_search("", limit=500))
+    return tuple((m["slug"], m["name"]) for m in plans.catalogue_search("", limit=500))
 
 
 def model_options(current: str, with_base: bool) -> list[tuple[str, str]]:

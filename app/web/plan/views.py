@@ -1,4 +1,4 @@
-"""The plan page's work between a request and `app.planning`: what-if query → canonical plan.
+"""The plan page's work between a request and `app.services.plans`: what-if query → canonical plan.
 
 `plan_view` resolves the optional base document, drops slider values that equal the plan's
 effective defaults (so the canonical URL stays short although a range input always submits a
@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app import planning
 from app.core.errors import InputError
+from app.services import plan_query, plans
+from app.services.base_documents import BaseStore
 from app.web import querystring
-from app.web.bases import BaseStore
 
 #: Keys that decide the plan's structure and so its effective defaults.
 STRUCTURAL_KEYS = ("base", "model", "gpu_total", "ranks", "tp", "pp", "dp", "vllm")
@@ -58,7 +58,7 @@ def effective_defaults(query: Mapping[str, str], base_doc: Mapping[str, Any] | N
     if cached is not None:
         return cached
     try:
-        engine = planning.run_plan(planning.plan_from_query(structure, base_doc), with_levers=False)["engine"]
+        engine = plans.run_plan(plan_query.plan_from_query(structure, base_doc), with_levers=False)["engine"]
     except InputError:
         return {}
     defaults = {q: float(engine[e]) for q, e in SLIDER_DEFAULTS.items() if engine.get(e) is not None}
@@ -127,9 +127,9 @@ def plan_view(
     base_doc = resolve_base(query, bases)
     defaults = effective_defaults(query, base_doc)
     query = drop_slider_defaults(query, defaults)
-    doc = planning.plan_from_query(query, base_doc)
+    doc = plan_query.plan_from_query(query, base_doc)
     with_levers = _rank_count(doc) <= INLINE_LEVERS_MAX_RANKS if levers is None else levers
-    result = planning.run_plan(doc, with_levers=with_levers)
+    result = plans.run_plan(doc, with_levers=with_levers)
     canonical = canonical_query(query, doc, base_doc)
     view = PlanView(canonical, querystring.page_url("/plan", canonical), doc, base_doc, result, defaults)
     if cache is not None:
@@ -141,7 +141,7 @@ def canonical_query(
     query: Mapping[str, str], doc: Mapping[str, Any], base_doc: Mapping[str, Any] | None
 ) -> dict[str, str]:
     """query_from_plan's canonical query (compared with the base document's own values), plus the base id."""
-    canonical = planning.query_from_plan(doc, base_doc)
+    canonical = plan_query.query_from_plan(doc, base_doc)
     if "base" in query:
         canonical["base"] = query["base"]
     return canonical

@@ -19,9 +19,10 @@ from app.core.errors import InputError
 from app.core.estimates import EstimateContext, estimate_ranks
 from app.core.kvspec import rank_kv
 from app.core.ledger import Cell, RankInput
+from app.core.model_config import shape_from_config
 from app.core.plan import Engine, Layout, ModelInput, PlanInput, PlanResult, Policy, compute, estimate_context
 from app.core.report import result_to_dict
-from app.core.shape import ModelShape, online_fp8_shape, shape_from_config
+from app.core.shape import ModelShape, online_fp8_shape
 from app.core.versions import CURRENT_VLLM, batch_defaults, rules_for
 from app.core.whatif import Lever, levers, set_engine, set_max_num_batched_tokens, set_quantization, set_tp
 from app.schemas import PlanDocument, RankDoc, validate_plan
@@ -99,7 +100,7 @@ def _rank_from_doc(i: int, rank: RankDoc) -> RankInput:
 def build_plan(doc: PlanDocument, read_log: LogReader | None = None) -> PlanInput:
     """Resolve a validated document into the core's plan input (defaults filled in)."""
     if doc.from_log is not None:
-        from app.logplan import document_from_log
+        from app.services.evidence import document_from_log
 
         doc = document_from_log(doc, read_log)
     model = _quantized(resolve_model(doc), doc.engine.quantization)
@@ -289,23 +290,7 @@ def allowed_tp(doc: object) -> list[int]:
     return list(allowed_tp_for(build_plan(validate_plan(doc))))
 
 
-# --- the what-if URL, imports and comparison (used by the pages and the API) -------------------
-
-from app.querystate import field_for_path, plan_from_query, query_from_plan  # noqa: E402
-
-__all__ = [
-    "allowed_tp",
-    "catalogue_search",
-    "compare",
-    "field_for_path",
-    "import_log",
-    "import_nvidia_smi",
-    "kv_bytes_report",
-    "plan_from_log_run",
-    "plan_from_query",
-    "query_from_plan",
-    "run_plan",
-]
+# --- imports and comparison (used by the pages and the API) -----------------------------------
 
 
 def catalogue_search(q: str, limit: int = 20) -> list[JSON]:
@@ -318,7 +303,7 @@ def catalogue_search(q: str, limit: int = 20) -> list[JSON]:
 
 def import_log(text: str, model_config: Mapping[str, object] | None = None) -> JSON:
     """The parsed log (issue-3 JSON) plus, per run, residuals against the model when it is known."""
-    from app.logplan import bytes_per_token_from_run, catalogue_config_for, parse_log_text, residuals
+    from app.services.evidence import bytes_per_token_from_run, catalogue_config_for, parse_log_text, residuals
 
     parsed = parse_log_text(text)
     for run in parsed.get("runs", []):
@@ -343,7 +328,7 @@ def plan_from_log_run(
     parsed: Mapping[str, object], run_index: int = 0, model_config: Mapping[str, object] | None = None
 ) -> JSON:
     """A plan document with the measured ranks of one run of a parsed log."""
-    from app.logplan import document_from_log
+    from app.services.evidence import document_from_log
 
     doc: JSON = {"from_log": _plain(parsed), "log_run": run_index}
     if model_config is not None:

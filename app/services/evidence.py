@@ -16,7 +16,7 @@ from typing import Any
 
 from app.core.errors import InputError
 from app.core.kvspec import RankKV, rank_kv, rank_kv_uniform
-from app.core.shape import shape_from_config
+from app.core.model_config import shape_from_config
 from app.schemas import PlanDocument
 
 JSON = dict[str, Any]

@@ -2,7 +2,7 @@
 
 Four charts against concurrency (throughput, KV usage, prefix hit rate, preemptions), each with
 the ramp as given and the same ramp without a shared prefix, the throughput peak and the
-recommended level marked by vertical lines with labels. Plain dicts, as in `charts.py`; no
+recommended level marked by vertical lines with labels. Plain dicts, as in `app.web.plan.charts`; no
 arithmetic on the simulation's numbers beyond picking, labelling and one ratio for display.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from app.web.charts import FONT
+from app.web.plan.charts import FONT
 
 Figure = dict[str, Any]
 JSON = dict[str, Any]

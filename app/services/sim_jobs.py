@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from app.core.errors import InputError
 from app.core.sim.io import SimCancelled, SimInputError, parse, simulate_from_json
-from app.simulation import resolve_pool
+from app.services.simulation import resolve_pool
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def validate(doc: Mapping[str, Any], max_work: int | None, hint: str = "") -> JS
 def simulate(resolved: JSON, progress: Callable[[float], None], cancel: Callable[[], bool]) -> JSON:
     """Run a validated (pool-resolved) document: the same output as `kvledger simulate --json`.
 
-    `app.simulation.run_simulation` is resolve_pool + simulate_from_json too, but it rebuilds the
+    `app.services.simulation.run_simulation` is resolve_pool + simulate_from_json too, but it rebuilds the
     InputError from `exc.args`, which holds only the formatted message, so the field path is lost;
     here the error keeps `field_path` (the web answer must name the field)."""
     try:

@@ -18,11 +18,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict
 from typing import Any
 
-from app import planning
 from app.core.errors import InputError
 from app.core.sim.cost import CostModel
 from app.core.sim.workload import DEFAULT_OUTPUT, DEFAULT_PROMPT
 from app.core.versions import batch_defaults
+from app.services.plan_query import plan_from_query
 from app.web import querystring
 
 JSON = dict[str, Any]
@@ -176,7 +176,7 @@ def _scheduler(values: Mapping[str, str]) -> JSON:
 def plan_document(plan_query: Mapping[str, str], base_doc: Mapping[str, Any] | None) -> JSON:
     """The plan document of the plan page's what-if query (errors under `plan.`)."""
     try:
-        return planning.plan_from_query(plan_query, base_doc)
+        return plan_from_query(plan_query, base_doc)
     except InputError as exc:
         raise exc.under("plan") from None
 
@@ -203,7 +203,7 @@ def document(values: Mapping[str, str], plan_doc: Mapping[str, Any] | None,
     doc["scheduler"] = _scheduler(values)
     if plan_doc is None:
         # a bare pool: vLLM's API-server defaults for a GPU under 70 GiB, like seed 002's 24 GB card
-        # (with a plan, app.simulation takes them from the plan's engine settings instead)
+        # (with a plan, app.services.simulation takes them from the plan's engine settings instead)
         mnbt, seqs = batch_defaults(None)
         doc["scheduler"].setdefault("max_num_batched_tokens", mnbt)
         doc["scheduler"].setdefault("max_num_seqs", seqs)

@@ -9,9 +9,9 @@ today's core, and compares the two results key by key: if anything moved, the di
 are listed in plain words (core version, which result keys changed and by how much). The page
 shows the saved numbers — the record a colleague shared — with that comparison beside them.
 
-Deployments and ledgers (history, diff, alerts, export/import) live in `app.saving_history`,
-importing a log as a ledger in `app.saving_logs`, `prepare_database` (migrations plus demo
-data) in `app.saving_demo`; all are re-exported here.
+Deployments and ledgers (history, diff, alerts, export/import) live in `app.services.deployments`,
+importing a log as a ledger in `app.services.ledger_import`, `prepare_database` (migrations plus demo
+data) in `app.services.demo_data`, the `Database` itself in `app.db.session`.
 No HTTP in this module: errors are `InputError` (bad input, with a field) or the repository's
 `NotFound`/`Conflict`.
 """
@@ -24,16 +24,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app import __version__ as CORE_VERSION
-from app import planning
 from app.core.errors import InputError
 from app.db import repository as repo
 from app.db.models import SavedPlan
-from app.db.session import is_sqlite, make_engine, make_sessionmaker, run_write, sqlite_path
-from app.settings import Settings
+from app.db.session import run_write
+from app.services import plans
 
 JSON = dict[str, Any]
 #: Result keys that are bookkeeping, not numbers to compare between the saved and today's result.
@@ -41,28 +40,6 @@ IGNORED_KEYS = frozenset({"core_version"})
 #: At most this many differences are listed in words (the JSON twin lists all).
 MAX_WORDS = 12
 MAX_TITLE_CHARS = 300
-
-
-@dataclass(frozen=True)
-class Database:
-    """An engine and its read and write session factories (kept on `app.state`)."""
-
-    engine: Engine
-    read: sessionmaker[Session]
-    write: sessionmaker[Session]
-
-    def dispose(self) -> None:
-        self.engine.dispose()
-
-
-def open_database(settings: Settings) -> Database:
-    """Engine and session factories for `settings.database_url` (the schema is not touched)."""
-    url = settings.database_url
-    kwargs: dict[str, Any] = {}
-    if not is_sqlite(url) or sqlite_path(url) is not None:  # not for in-memory SQLite's pool
-        kwargs = {"pool_size": 10, "max_overflow": 30, "pool_timeout": 60}
-    engine = make_engine(url, busy_timeout_ms=settings.sqlite_busy_timeout_ms, **kwargs)
-    return Database(engine, make_sessionmaker(engine), make_sessionmaker(engine, write=True))
 
 
 # ---------------------------------------------------------------- saving
@@ -92,7 +69,7 @@ def save_document(
         raise InputError("", "a plan document must be a JSON object")
     if "\x00" in title:
         raise InputError("title", "the title contains a NUL character")
-    result = planning.run_plan(dict(doc))
+    result = plans.run_plan(dict(doc))
     parent = parent_slug.strip() if parent_slug else None
 
     def work(session: Session) -> str:
@@ -242,7 +219,7 @@ def explain(saved_core: str, diffs: Sequence[Difference]) -> tuple[str, ...]:
 def recompute(record: repo.PlanRecord) -> Recomputed:
     """Run the saved document through today's core and compare with the saved summary."""
     try:
-        today = planning.run_plan(record.document)
+        today = plans.run_plan(record.document)
     except InputError as exc:
         return Recomputed(CORE_VERSION, None, f"today's core cannot compute this plan: {exc.message} ({exc.field})")
     saved = record.summary if isinstance(record.summary, Mapping) else {}
@@ -303,41 +280,3 @@ def summary_json(plan: repo.PlanSummary) -> JSON:
         "core_version": plan.core_version,
         "created_at": plan.created_at.isoformat(),
     }
-
-
-# Re-exports: the rest of the service.
-from app.saving_demo import prepare_database  # noqa: E402
-from app.saving_history import (  # noqa: E402
-    DeploymentIn,
-    create_deployment,
-    deployment_history,
-    export_deployment,
-    import_deployment,
-    ledger_diff,
-    ledger_view,
-)
-from app.saving_logs import import_log_ledger, ledger_from_log  # noqa: E402
-
-__all__ = [
-    "CORE_VERSION",
-    "Database",
-    "DeploymentIn",
-    "OpenedPlan",
-    "Recomputed",
-    "Saved",
-    "children",
-    "create_deployment",
-    "deployment_history",
-    "export_deployment",
-    "import_deployment",
-    "import_log_ledger",
-    "ledger_diff",
-    "ledger_from_log",
-    "ledger_view",
-    "open_database",
-    "open_plan",
-    "plan_json",
-    "prepare_database",
-    "save_document",
-    "summary_json",
-]

@@ -14,13 +14,14 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
 
-from app import saving
 from app.core.errors import InputError
 from app.db import repository as repo
-from app.saving_history import deployment_json, diff_json, history_json, ledger_json
-from app.web import saved_present, workflows
+from app.services import deployments, ledger_import
+from app.services.deployments import deployment_json, diff_json, history_json, ledger_json
+from app.web.deps import SessionDep, WriteGuard, WriterDep, domain_errors
+from app.web.plan import workflows
 from app.web.responses import expect_page, render
-from app.web.saved_deps import SessionDep, WriteGuard, WriterDep, domain_errors
+from app.web.saved import present
 
 router = APIRouter()
 
@@ -33,15 +34,16 @@ class DeploymentBody(BaseModel):
     hardware: str = ""
 
 
-def _deployment_in(body: DeploymentBody | dict[str, str]) -> saving.DeploymentIn:
+def _deployment_in(body: DeploymentBody | dict[str, str]) -> deployments.DeploymentIn:
     data = body.model_dump() if isinstance(body, DeploymentBody) else body
-    return saving.DeploymentIn(**{k: str(data.get(k, "")) for k in ("slug", "name", "model", "layout", "hardware")})
+    fields = ("slug", "name", "model", "layout", "hardware")
+    return deployments.DeploymentIn(**{k: str(data.get(k, "")) for k in fields})
 
 
 def _list_context(request: Request, session: Session) -> dict[str, Any]:
     with domain_errors():
         records = repo.list_deployments(session)
-    return saved_present.deployments_context(request, records)
+    return present.deployments_context(request, records)
 
 
 # ---------------------------------------------------------------- deployments
@@ -75,7 +77,7 @@ def create_deployment_form(
     context = {**_list_context(request, session), "form": form, "active_form": "create"}
     expect_page(request, "pages/deployments.html", context)
     with domain_errors():
-        record = saving.create_deployment(writer, _deployment_in(form))
+        record = deployments.create_deployment(writer, _deployment_in(form))
     return RedirectResponse(f"/d/{record.slug}", status_code=303)
 
 
@@ -83,7 +85,7 @@ def create_deployment_form(
              summary="Create a deployment (a named series of ledgers)")
 def create_deployment_api(writer: WriterDep, body: DeploymentBody) -> JSONResponse:
     with domain_errors():
-        record = saving.create_deployment(writer, _deployment_in(body))
+        record = deployments.create_deployment(writer, _deployment_in(body))
     return JSONResponse(deployment_json(record), status_code=201, headers={"Location": f"/d/{record.slug}"})
 
 
@@ -95,7 +97,7 @@ def import_deployment_api(
     slug: Annotated[str | None, Query(description="store it under this slug instead")] = None,
 ) -> JSONResponse:
     with domain_errors("file"):
-        record = saving.import_deployment(writer, data, slug)
+        record = deployments.import_deployment(writer, data, slug)
     return JSONResponse(deployment_json(record), status_code=201, headers={"Location": f"/d/{record.slug}"})
 
 
@@ -115,29 +117,29 @@ def import_deployment_form(
     except json.JSONDecodeError as exc:
         raise InputError("file", f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
     with domain_errors("file"):
-        record = saving.import_deployment(writer, data, slug.strip() or None)
+        record = deployments.import_deployment(writer, data, slug.strip() or None)
     return RedirectResponse(f"/d/{record.slug}", status_code=303)
 
 
 @router.get("/d/{slug}.json", include_in_schema=False)
 def deployment_json_twin(slug: str, session: SessionDep, page: int = 1) -> JSONResponse:
     with domain_errors():
-        history = saving.deployment_history(session, slug, page)
+        history = deployments.deployment_history(session, slug, page)
     return JSONResponse(history_json(history))
 
 
 @router.get("/d/{slug}/export.json", include_in_schema=False)
 def export_deployment(slug: str, session: SessionDep) -> JSONResponse:
     with domain_errors():
-        data = saving.export_deployment(session, slug)
+        data = deployments.export_deployment(session, slug)
     disposition = f'attachment; filename="kvledger-{slug}.json"'
     return JSONResponse(data, headers={"Content-Disposition": disposition})
 
 
 def _history_page(request: Request, session: Session, slug: str, page: int = 1) -> dict[str, Any]:
     with domain_errors():
-        history = saving.deployment_history(session, slug, page)
-    return saved_present.history_context(history, request)
+        history = deployments.deployment_history(session, slug, page)
+    return present.history_context(history, request)
 
 
 @router.get("/d/{slug}", include_in_schema=False)
@@ -174,7 +176,7 @@ def _store_log(request: Request, writer: Any, slug: str, text: str, file: Upload
     settings = request.app.state.settings
     content = workflows.log_text(text, file, settings.max_log_bytes)
     with domain_errors("log"):
-        return saving.import_log_ledger(writer, slug, content, run_index=_run(run), note=note,
+        return ledger_import.import_log_ledger(writer, slug, content, run_index=_run(run), note=note,
                                         captured_at=_date(captured_at))
 
 
@@ -219,7 +221,7 @@ def import_log_api(
 @router.get("/l/{ledger_id:int}.json", include_in_schema=False)
 def ledger_json_twin(ledger_id: int, session: SessionDep) -> JSONResponse:
     with domain_errors():
-        view = saving.ledger_view(session, ledger_id)
+        view = deployments.ledger_view(session, ledger_id)
     out = ledger_json(view.ledger)
     out["alerts"] = [{"code": x.code, "message": x.message, "rank": x.rank} for x in view.alerts]
     out["previous"] = view.previous_id
@@ -229,7 +231,7 @@ def ledger_json_twin(ledger_id: int, session: SessionDep) -> JSONResponse:
 @router.get("/l/{ledger_id:int}", include_in_schema=False)
 def ledger_page(request: Request, ledger_id: int, session: SessionDep) -> Response:
     with domain_errors():
-        view = saving.ledger_view(session, ledger_id)
+        view = deployments.ledger_view(session, ledger_id)
     context = {"nav": "deployments", "view": view, "ledger": view.ledger, "row_fields": ROW_LABELS,
                "json_url": f"/l/{ledger_id}.json"}
     return render(request, expect_page(request, "pages/ledger.html", context))
@@ -259,7 +261,7 @@ def _max_model_len(text: str) -> int | None:
 @router.get("/diff.json", include_in_schema=False)
 def diff_json_twin(session: SessionDep, a: str = "", b: str = "", max_model_len: str = "") -> JSONResponse:
     with domain_errors():
-        view = saving.ledger_diff(session, _ledger_id(a, "a"), _ledger_id(b, "b"), _max_model_len(max_model_len))
+        view = deployments.ledger_diff(session, _ledger_id(a, "a"), _ledger_id(b, "b"), _max_model_len(max_model_len))
     return JSONResponse(diff_json(view))
 
 
@@ -272,7 +274,7 @@ def diff_page(request: Request, session: SessionDep, a: str = "", b: str = "", m
     if not a and not b:
         return render(request, spec)
     with domain_errors():
-        view = saving.ledger_diff(session, _ledger_id(a, "a"), _ledger_id(b, "b"), _max_model_len(max_model_len))
+        view = deployments.ledger_diff(session, _ledger_id(a, "a"), _ledger_id(b, "b"), _max_model_len(max_model_len))
     json_url = f"/diff.json?a={view.a.id}&b={view.b.id}" + (f"&max_model_len={view.max_model_len}"
                                                             if view.max_model_len else "")
     return render(request, spec, {"view": view, "json_url": json_url})

@@ -17,14 +17,14 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app import __version__ as CORE_VERSION
-from app import planning
 from app.db import repository as repo
 from app.db.models import Deployment, SavedPlan
 from app.db.session import is_sqlite, run_write, sqlite_path, upgrade_to_head
-from app.saving_logs import ledger_from_log
+from app.services import plans
+from app.services.ledger_import import ledger_from_log
 from app.settings import Settings
 
-DEMO_DIR = Path(__file__).resolve().parent / "data" / "demo"
+DEMO_DIR = Path(__file__).resolve().parents[1] / "data" / "demo"
 DEMO_DEPLOYMENT = repo.DeploymentRecord(
     0, "demo-3090-box", "Demo: an RTX 3090 box across vLLM upgrades", "varies (three public logs)",
     "4 workers, tensor parallel", "NVIDIA GeForce RTX 3090, 24 GB (23.58 GiB)", dt.datetime(2025, 4, 1, tzinfo=dt.UTC),
@@ -86,14 +86,14 @@ def demo_ledgers() -> list[tuple[repo.LedgerIn, dt.datetime]]:
 
 def seed_demo(settings: Settings) -> bool:
     """Store the demo data if the database is empty; True when it did."""
-    from app.saving import open_database
+    from app.db.session import open_database
 
     db = open_database(settings)
     with db.read() as session:
         if not _is_empty(session):  # the usual case on every start after the first: no work
             db.dispose()
             return False
-    plans = [(doc, planning.run_plan(doc)) for doc in (LLAMA_TP4, LLAMA_TP4_085, QWEN_FP8)]
+    computed = [(doc, plans.run_plan(doc)) for doc in (LLAMA_TP4, LLAMA_TP4_085, QWEN_FP8)]
     ledgers = demo_ledgers()
 
     def work(session: Session) -> bool:
@@ -103,9 +103,9 @@ def seed_demo(settings: Settings) -> bool:
         repo.create_deployment(session, d.slug, d.name, d.model, d.layout, d.hardware, created_at=d.created_at)
         for ledger, created in ledgers:
             repo.add_ledger(session, d.slug, ledger, created_at=created)
-        first = repo.save_plan(session, plans[0][0], plans[0][1], CORE_VERSION, LLAMA_TP4["title"])
-        repo.save_plan(session, plans[1][0], plans[1][1], CORE_VERSION, LLAMA_TP4_085["title"], parent_slug=first)
-        repo.save_plan(session, plans[2][0], plans[2][1], CORE_VERSION, QWEN_FP8["title"])
+        first = repo.save_plan(session, computed[0][0], computed[0][1], CORE_VERSION, LLAMA_TP4["title"])
+        repo.save_plan(session, computed[1][0], computed[1][1], CORE_VERSION, LLAMA_TP4_085["title"], parent_slug=first)
+        repo.save_plan(session, computed[2][0], computed[2][1], CORE_VERSION, QWEN_FP8["title"])
         return True
 
     try:

@@ -27,7 +27,7 @@ from starlette.exceptions import HTTPException
 
 from app.core.errors import InputError
 from app.db import repository as repo
-from app.saving import Database, open_database
+from app.db.session import Database, open_database
 
 TOKEN_HEADER = "X-KVLedger-Token"
 TOKEN_FIELD = "token"

@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.core.errors import InputError
-from app.planning import run_plan
-from app.querystate import field_for_path, plan_from_query, query_from_plan
+from app.services.plan_query import field_for_path, plan_from_query, query_from_plan
+from app.services.plans import run_plan
 
 params = st.fixed_dictionaries(
     {},

@@ -9,7 +9,7 @@ import pytest
 
 from app.cli import main
 from app.ingest.catalogue import get_model
-from app.planning import import_log, plan_from_log_run, run_plan
+from app.services.plans import import_log, plan_from_log_run, run_plan
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 LOG14 = DATA / "vllm-logs" / "14-v0102-qwen3-235b-a22b-fp8-8xl40s-tp8-ep.log"
@@ -62,7 +62,7 @@ def test_seed003_block_count_that_cannot_fit_is_a_finding() -> None:
     parsed = import_log(SELF_CONTRADICTING, None)
     run = parsed["runs"][0]
     run["settings"]["tensor_parallel_size"] = 4
-    from app.logplan import residuals
+    from app.services.evidence import residuals
 
     res = residuals(run, config)
     codes = [f["code"] for f in res["findings"]]
@@ -84,8 +84,8 @@ def test_seed003_block_count_that_cannot_fit_is_a_finding() -> None:
 def test_settings_given_with_a_log_that_differ_from_the_run_are_what_ifs(
     given: dict[str, object], whatif: dict[str, object] | None
 ) -> None:
-    from app.logplan import document_from_log
     from app.schemas import validate_plan
+    from app.services.evidence import document_from_log
 
     doc = document_from_log(validate_plan({"from_log": {"text": LOG14.read_text()}, **given}), None)
     assert doc.engine.gpu_memory_utilization == 0.9 and doc.layout.tp == 8  # the run's own settings
@@ -96,8 +96,8 @@ def test_settings_given_with_a_log_that_differ_from_the_run_are_what_ifs(
 
 
 def test_a_logged_prefill_chunk_given_otherwise_is_a_what_if() -> None:
-    from app.logplan import document_from_log
     from app.schemas import validate_plan
+    from app.services.evidence import document_from_log
 
     parsed = import_log(LOG14.read_text(encoding="utf-8"))
     parsed["runs"][0].setdefault("settings", {})["max_num_batched_tokens"] = 8192  # as a log stating it would

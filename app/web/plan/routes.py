@@ -13,8 +13,9 @@ from urllib.parse import parse_qsl
 from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
-from app.web import cpu, htmx, present, querystring, views, workflows
-from app.web.bases import BaseStore
+from app.services.base_documents import BaseStore
+from app.web import cpu, htmx, querystring
+from app.web.plan import present, views, workflows
 from app.web.responses import PageSpec, expect_page, render
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ def _recent_plans(request: Request) -> list[dict[str, str]]:
     from sqlalchemy.exc import SQLAlchemyError
 
     from app.db import repository
-    from app.web.saved_deps import database
+    from app.web.deps import database
 
     try:
         with database(request.app).read() as session:

@@ -12,13 +12,14 @@ from typing import Any
 
 from fastapi import UploadFile
 
-from app import planning
 from app.core.errors import InputError
 from app.ingest.catalogue import get_model
+from app.services import plans
+from app.services.base_documents import BaseStore
 from app.settings import Settings
-from app.web import demo, querystring
-from app.web.bases import BaseStore
-from app.web.views import plan_view
+from app.web import querystring
+from app.web.plan import examples
+from app.web.plan.views import plan_view
 
 LOG_ROW_KEYS = (
     ("total_bytes", "total"), ("free_at_start_bytes", "free at start"), ("weights_bytes", "weights"),
@@ -32,20 +33,20 @@ def _mib(limit: int) -> str:
 
 
 def home_context(settings: Settings, q: str, active_form: str = "") -> dict[str, Any]:
-    models = planning.catalogue_search(q, limit=12 if not q.strip() else 30)
+    models = plans.catalogue_search(q, limit=12 if not q.strip() else 30)
     return {
         "nav": "home", "q": q, "active_form": active_form, "error": None, "field_errors": {},
         "models": [{**m, "url": querystring.page_url("/plan", {"model": m["slug"]})} for m in models],
-        "examples": demo.EXAMPLES if settings.demo_data else (),
-        "model_options": [(m["slug"], m["name"]) for m in planning.catalogue_search("", limit=200)],
+        "examples": examples.EXAMPLES if settings.demo_data else (),
+        "model_options": [(m["slug"], m["name"]) for m in plans.catalogue_search("", limit=200)],
         "default_model": "llama-3.1-70b", "max_log_mib": _mib(settings.max_log_bytes), "recent": [],
     }
 
 
 def home_json(q: str) -> dict[str, Any]:
     return {
-        "models": planning.catalogue_search(q, limit=30),
-        "examples": [{"title": e.title, "description": e.description, "url": e.url} for e in demo.EXAMPLES],
+        "models": plans.catalogue_search(q, limit=30),
+        "examples": [{"title": e.title, "description": e.description, "url": e.url} for e in examples.EXAMPLES],
     }
 
 
@@ -76,7 +77,7 @@ def _run_plan_link(
     parsed: Mapping[str, Any], index: int, config: Mapping[str, object] | None, bases: BaseStore
 ) -> dict[str, Any]:
     try:
-        doc = planning.plan_from_log_run(parsed, index, config)
+        doc = plans.plan_from_log_run(parsed, index, config)
     except InputError as exc:
         return {"plan_url": None, "plan_error": exc.message}
     return {"plan_url": base_plan_url(doc, bases), "plan_error": None}
@@ -111,7 +112,7 @@ def import_context(settings: Settings, active_form: str = "", model_slug: str = 
     return {"nav": "import", "active_form": active_form, "error": None, "field_errors": {}, "runs": None,
             "row_keys": LOG_ROW_KEYS, "max_log_mib": _mib(settings.max_log_bytes), "findings": [],
             "model_slug": model_slug,
-            "model_options": [(m["slug"], m["name"]) for m in planning.catalogue_search("", limit=200)]}
+            "model_options": [(m["slug"], m["name"]) for m in plans.catalogue_search("", limit=200)]}
 
 
 def import_form_json(settings: Settings) -> dict[str, Any]:
@@ -126,7 +127,7 @@ def import_form_json(settings: Settings) -> dict[str, Any]:
         },
         "max_log_bytes": settings.max_log_bytes,
         "row_keys": [key for key, _ in LOG_ROW_KEYS],
-        "models": [{"slug": m["slug"], "name": m["name"]} for m in planning.catalogue_search("", limit=200)],
+        "models": [{"slug": m["slug"], "name": m["name"]} for m in plans.catalogue_search("", limit=200)],
     }
 
 
@@ -143,7 +144,7 @@ def catalogue_config(slug: str) -> dict[str, object] | None:
 def import_log(text: str, model_slug: str) -> tuple[dict[str, Any], dict[str, object] | None]:
     """Parse a log (with the chosen catalogue model's config for residuals, if any)."""
     config = catalogue_config(model_slug)
-    return planning.import_log(text, config), config
+    return plans.import_log(text, config), config
 
 
 def import_preview(
@@ -173,7 +174,7 @@ def config_document(text: str, file: UploadFile | None, gpu_total: str, name: st
     if name.strip():
         model["name"] = name.strip()[:120]
     doc = {"model": model, "gpu": {"total": gpu_total.strip() or "80GiB"}}
-    planning.run_plan(doc, with_levers=False)  # validate now: errors show on the form, not later
+    plans.run_plan(doc, with_levers=False)  # validate now: errors show on the form, not later
     return doc
 
 
@@ -183,7 +184,7 @@ def nvidia_smi_document(text: str, model: str) -> dict[str, Any]:
     """
     if not text.strip():
         raise InputError("nvidia_smi", "paste the output of nvidia-smi")
-    parsed = planning.import_nvidia_smi(text)
+    parsed = plans.import_nvidia_smi(text)
     gpus = [g for g in parsed.get("gpus") or [] if isinstance(g, Mapping) and isinstance(g.get("total_bytes"), int)]
     if not gpus:
         raise InputError("nvidia_smi", "no GPU with its total memory was found in that text")
@@ -195,9 +196,9 @@ def nvidia_smi_document(text: str, model: str) -> dict[str, Any]:
         ranks.append(rank)
     doc: dict[str, Any] = {"model": {"catalogue": model or "llama-3.1-8b"}, "ranks": ranks}
     probe = {"model": doc["model"], "gpu": {"total": gpus[0]["total_bytes"]}}
-    if len(gpus) in planning.allowed_tp(probe):
+    if len(gpus) in plans.allowed_tp(probe):
         doc["layout"] = {"tp": len(gpus)}
-    planning.run_plan(doc, with_levers=False)  # validate now: errors show on the form
+    plans.run_plan(doc, with_levers=False)  # validate now: errors show on the form
     return doc
 
 
@@ -219,7 +220,7 @@ def compare_context(a: str, b: str, bases: BaseStore) -> dict[str, Any]:
     if not a.strip() or not b.strip():
         return {}
     result_a, result_b = _side(a, bases, "a"), _side(b, bases, "b")
-    comparison = planning.compare(result_a, result_b)
+    comparison = plans.compare(result_a, result_b)
     return {"comparison": comparison, "side_a": result_a, "side_b": result_b,
             "rank_groups": rank_groups(comparison["ranks"])}
 

@@ -1,0 +1,12 @@
+"""Use cases, no HTTP: what the web wings and the CLI call. Services use core, ingest and db.
+
+- ``plans``: a plan document → the JSON result (model resolution, defaults, rows, levers, compare).
+- ``plan_query``: the what-if query string ↔ a plan document (the knob vocabulary).
+- ``evidence``: a parsed startup log → a measured plan, checked against the model's config.
+- ``base_documents``: stored base documents a what-if URL names by id (memory, then database).
+- ``saved_plans``: saving and reopening permanent plan links (recomputed and compared).
+- ``deployments``: deployments and ledgers over time (history, diff, alerts, export/import).
+- ``ledger_import``: a startup log → a new ledger of a deployment.
+- ``demo_data``: migrations plus the demo plans and deployment seeded into an empty database.
+- ``simulation`` / ``sim_jobs``: simulation documents, and the in-process job runner for long ramps.
+"""
