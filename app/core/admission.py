@@ -4,6 +4,13 @@ vLLM gives every worker the minimum block count found across workers
 (`get_kv_cache_configs`, vllm/v1/core/kv_cache_utils.py:1945 @52a31ccec): the rank with the
 fewest blocks binds, and the other ranks' extra bytes are stranded (kv_i − kv_min). Tensor
 parallelism does not multiply capacity: one logical token takes a shard on every rank.
+
+The null block: ``BlockPool`` keeps one block back (vllm/v1/core/block_pool.py ``null_block``), so a
+request can use ``blocks − 1``. From vLLM 0.28 (PR #47272, see app.core.versions) the start-up check
+and its estimated largest max_model_len subtract that block; before, a pool of exactly one
+max-length request starts and that request never schedules. ``num_gpu_blocks_override`` replaces
+every worker's block count (``may_override_num_blocks``), and from v0.21 (PR #41069) the check
+sizes the available bytes as ``override × bytes per block`` (``get_kv_cache_configs``).
 """
 
 from __future__ import annotations
@@ -23,6 +30,10 @@ class AdmissionPolicy:
     growth_reserve: float
     avg_live_tokens: int | None
     kv_size_is_derived: bool = True
+    null_block_in_check: bool = False
+    null_block_exists: bool = True
+    num_gpu_blocks_override: int | None = None
+    override_in_check: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +66,9 @@ class Admission:
     fits_max_model_len: bool
     largest_max_model_len: int
     stranded_bytes: int
+    usable_blocks: int = 0
+    servable_max_model_len: bool = True
+    null_block_in_check: bool = False
 
 
 def raw_tokens(kv_bytes: int, rkv: RankKV) -> int | None:
@@ -70,10 +84,22 @@ def schedulable(tokens: int, growth_reserve: float) -> int:
     return tokens * (den - num) // den
 
 
+def _rank_blocks(
+    kv_by_rank: tuple[tuple[str, int], ...], rkv: RankKV, policy: AdmissionPolicy
+) -> list[tuple[str, int, int]]:
+    """(label, bytes the check sees, blocks) per rank, after ``num_gpu_blocks_override``."""
+    override = policy.num_gpu_blocks_override
+    if override is None:
+        return [(label, kv, rkv.blocks_for(kv)) for label, kv in kv_by_rank]
+    if policy.override_in_check:  # get_kv_cache_configs: available = override × bytes per block (≥ v0.21)
+        return [(label, override * rkv.page_bytes, override) for label, _ in kv_by_rank]
+    return [(label, kv, override) for label, kv in kv_by_rank]
+
+
 def admit(kv_by_rank: tuple[tuple[str, int], ...], rkv: RankKV, policy: AdmissionPolicy) -> Admission:
     """Blocks and tokens per rank, the binding rank, and the group's admission limits."""
-    blocks_for, tokens_for = rkv.blocks_for, rkv.tokens_for_blocks
-    blocks_by_rank = [(label, kv, blocks_for(kv)) for label, kv in kv_by_rank]
+    tokens_for = rkv.tokens_for_blocks
+    blocks_by_rank = _rank_blocks(kv_by_rank, rkv, policy)
     binding_label: str | None = None
     min_kv = min_blocks = 0
     for label, kv, blocks in blocks_by_rank:
@@ -100,7 +126,10 @@ def admit(kv_by_rank: tuple[tuple[str, int], ...], rkv: RankKV, policy: Admissio
     ceiling = sched // policy.avg_live_tokens if policy.avg_live_tokens else None
     per_req_blocks = rkv.per_request_blocks(policy.max_model_len, policy.max_num_batched_tokens)
     per_req_bytes = per_req_blocks * rkv.page_bytes  # RankKV.per_request_bytes
-    fits = per_req_bytes <= max(0, min_kv) and min_blocks >= per_req_blocks
+    held = 1 if policy.null_block_in_check else 0  # PR #47272: the check leaves the null block out
+    check_kv = max(0, floor_kv - held * rkv.page_bytes)
+    fits = per_req_bytes <= check_kv and min_blocks - held >= per_req_blocks
+    usable = max(0, min_blocks - 1) if policy.null_block_exists else min_blocks
     conc = max_concurrency(min_blocks, per_req_blocks)
     limit, concurrency = _binding_limit(fits, ceiling, policy.max_num_seqs)
     derived = int(conc * policy.max_model_len) if policy.kv_size_is_derived else tokens
@@ -120,8 +149,11 @@ def admit(kv_by_rank: tuple[tuple[str, int], ...], rkv: RankKV, policy: Admissio
         per_request_blocks=per_req_blocks,
         per_request_bytes=per_req_bytes,
         fits_max_model_len=fits,
-        largest_max_model_len=rkv.largest_max_model_len(max(0, min_kv), policy.max_num_batched_tokens),
+        largest_max_model_len=rkv.largest_max_model_len(check_kv, policy.max_num_batched_tokens),
         stranded_bytes=sum(r.stranded_bytes for r in ranks),
+        usable_blocks=usable,
+        servable_max_model_len=fits and per_req_blocks <= usable,
+        null_block_in_check=policy.null_block_in_check,
     )
 
 

@@ -52,6 +52,8 @@ class Engine:
     kv_cache_memory_bytes: int | None = None
     enforce_eager: bool = False
     quantization: str | None = None  # vLLM's --quantization for an unquantized checkpoint ("fp8")
+    num_gpu_blocks_override: int | None = None  # vLLM's --num-gpu-blocks-override (every worker's blocks)
+    disable_hybrid_kv_cache_manager: bool = False  # --disable-hybrid-kv-cache-manager
 
 
 @dataclass(frozen=True)
@@ -110,14 +112,19 @@ def kv_spec(plan: PlanInput) -> RankKV:
     """The per-rank KV geometry of the plan's model, layout and cache settings."""
     engine, layout = plan.engine, plan.layout
     if plan.model.shape is not None:
-        return _rank_kv(plan.model.shape, layout.tp, layout.pp, layout.dcp, engine.kv_cache_dtype, engine.block_size)
+        return _rank_kv(
+            plan.model.shape, layout.tp, layout.pp, layout.dcp, engine.kv_cache_dtype, engine.block_size,
+            not engine.disable_hybrid_kv_cache_manager,
+        )  # fmt: skip
     return rank_kv_uniform(plan.model.kv_bytes_per_token or 0, engine.block_size)
 
 
 @functools.lru_cache(maxsize=512)
-def _rank_kv(shape: ModelShape, tp: int, pp: int, dcp: int, dtype: str, block_size: int) -> RankKV:
+def _rank_kv(shape: ModelShape, tp: int, pp: int, dcp: int, dtype: str, block_size: int, hybrid: bool = True) -> RankKV:
     """rank_kv is pure and its inputs are frozen: every slider tick of a plan reuses the same spec."""
-    return rank_kv(shape, tp=tp, pp=pp, dcp=dcp, kv_cache_dtype=dtype, block_size=block_size)
+    return rank_kv(
+        shape, tp=tp, pp=pp, dcp=dcp, kv_cache_dtype=dtype, block_size=block_size, hybrid_kv_cache_manager=hybrid
+    )
 
 
 def ledger_rules(plan: PlanInput, rules: VersionRules) -> LedgerRules:
@@ -143,6 +150,10 @@ def compute(plan: PlanInput, rkv: RankKV | None = None) -> PlanResult:
         growth_reserve=plan.policy.growth_reserve,
         avg_live_tokens=plan.policy.avg_live_tokens,
         kv_size_is_derived=rules.kv_size_is_derived,
+        null_block_in_check=rules.null_block_in_check,
+        null_block_exists=rules.null_block_exists,
+        num_gpu_blocks_override=plan.engine.num_gpu_blocks_override,
+        override_in_check=rules.override_in_check,
     )
     admission = admit(tuple((lg.label, lg.kv.bytes) for lg in ledgers), rkv, policy)
     rooms = tuple((lg.label, lg.kv.bytes) for lg in ledgers if lg.kv.source != "default")
@@ -161,8 +172,20 @@ def warnings(result: PlanResult) -> tuple[Warning, ...]:
                 "max_model_len_does_not_fit",
                 f"vLLM will not start: one {plan.engine.max_model_len:,}-token request needs "
                 f"{fmt_bytes(adm.per_request_bytes)} of KV on rank {adm.binding_rank}, which has "
-                f"{fmt_bytes(max(0, min(lg.kv.bytes for lg in result.ledgers)))}; the largest max_model_len "
-                f"that fits is {adm.largest_max_model_len:,}",
+                f"{fmt_bytes(max(0, min(lg.kv.bytes for lg in result.ledgers)))}"
+                f"{_null_block_clause(result)}; the largest max_model_len that fits is {adm.largest_max_model_len:,}",
+                adm.binding_rank,
+            )
+        )
+    elif result.ledgers and not adm.servable_max_model_len:
+        out.append(
+            Warning(
+                "null_block_hang",
+                f"vLLM {result.rules.label} starts, but one {plan.engine.max_model_len:,}-token request needs "
+                f"{adm.per_request_blocks:,} blocks and only {adm.usable_blocks:,} of {adm.blocks:,} serve requests "
+                "(vLLM keeps one null block): such a request would wait forever. vLLM 0.28+ refuses this at "
+                "start-up (PR #47272); keep max_model_len at or below "
+                f"{_largest_servable(result):,}",
                 adm.binding_rank,
             )
         )
@@ -192,6 +215,23 @@ def warnings(result: PlanResult) -> tuple[Warning, ...]:
                 )
             )
     return tuple(out)
+
+
+def _null_block_clause(result: PlanResult) -> str:
+    adm = result.admission
+    if not adm.null_block_in_check:
+        return ""
+    return (
+        f" ({adm.blocks:,} blocks, less the null block vLLM keeps back: vLLM {result.rules.label} checks "
+        f"{adm.usable_blocks:,} against the {adm.per_request_blocks:,} one request needs, PR #47272)"
+    )
+
+
+def _largest_servable(result: PlanResult) -> int:
+    """The largest max_model_len whose worst case fits the usable blocks (null block left out)."""
+    adm, engine = result.admission, result.plan.engine
+    kv = max(0, (adm.blocks - 1) * result.rkv.page_bytes)
+    return result.rkv.largest_max_model_len(kv, engine.max_num_batched_tokens)
 
 
 def _spread_warnings(result: PlanResult) -> list[Warning]:

@@ -10,7 +10,16 @@ Sources (VLLM-NOTES.md §1, §2.2; upstream vLLM read at commit 52a31ccec, 2026-
 - NCCL buffers stopped showing up as non-torch memory when the init snapshot moved after
   NCCL init (`abad204be`, v0.10.2).
 - "GPU KV cache size" became `int(max_concurrency × max_model_len)` (`e68fa1b90`, PR #41069,
-  2026-04-28, taken here as v0.21); before it was the block-rounded token count.
+  2026-04-28, taken here as v0.21); before it was the block-rounded token count. The same PR made
+  the start-up check and the block count use ``num_gpu_blocks_override × bytes per block``.
+- vLLM's ``BlockPool`` holds one block back as the null block (``block_pool.py``, since
+  ``3a5f0afcd``, 2025-04-01, PR #14097, ≈v0.8.3): only ``num_blocks − 1`` serve requests. PR #47272
+  ("Reserve the KV null block when validating max_model_len", merged after 2026-08-16, when its
+  thread still waited on review) makes the start-up check and its estimated maximum length
+  subtract that block. The v0.27.x branch was cut from main at ``f5bb701f`` on 2026-08-03, before
+  the merge, so 0.28.0 is the first release taken to contain it (the merge commit is later than the
+  local mirror, which ends 2026-05-24). #47272 leaves ``--max-model-len auto`` as it was (the
+  auto-fit is PR #48724, open).
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from app.core.errors import InputError
 CURRENT_VLLM = "0.27.1"
 
 Version = tuple[int, int, int]
+NULL_BLOCK_CHECK_SINCE: Version = (0, 28, 0)  # vLLM PR #47272 (see the module docstring)
 
 
 def parse_version(text: str, field: str = "vllm_version") -> Version:
@@ -46,6 +56,9 @@ class VersionRules:
     nccl_in_non_torch: bool
     kv_size_is_derived: bool
     requested_is_ceil: bool
+    override_in_check: bool = True
+    null_block_in_check: bool = False
+    null_block_exists: bool = True
 
     @property
     def label(self) -> str:
@@ -65,6 +78,9 @@ def rules_for(version_text: str | None) -> VersionRules:
         nccl_in_non_torch=version < (0, 10, 2),
         kv_size_is_derived=at_least_021,
         requested_is_ceil=version >= (0, 14, 0),
+        override_in_check=at_least_021,
+        null_block_in_check=version >= NULL_BLOCK_CHECK_SINCE,
+        null_block_exists=version >= (0, 8, 3),
     )
 
 
