@@ -19,8 +19,13 @@ def _val(cell: Cell | None) -> int | None:
     return None if cell is None else cell.bytes
 
 
-def rank_json(lg: RankLedger, blocks: int, tokens: int, raw: int | None, stranded: int, binding: bool) -> JSON:
+def rank_json(
+    lg: RankLedger, blocks: int, tokens: int, raw: int | None, stranded: int, binding: bool, index: int = 0
+) -> JSON:
     """One rank's JSON: every ledger row in bytes (None when unknown) and where each came from.
+
+    ``index`` is the rank's integer position in the plan's ``ranks`` list; ``label`` and ``rank``
+    are its name (a log's worker label such as "TP3" or "PP1_TP0", else the position as text).
 
     Reads the ledger's cells directly (no intermediate Cell objects for requested and headroom):
     this runs for every rank of every plan.
@@ -46,6 +51,8 @@ def rank_json(lg: RankLedger, blocks: int, tokens: int, raw: int | None, strande
         if cell is not None:
             sources[key] = cell.source
     out.update(
+        index=index,
+        label=inp.label,
         blocks=blocks,
         tokens=tokens,
         raw_tokens=raw,
@@ -202,9 +209,10 @@ def result_to_dict(result: PlanResult, levers: list[JSON] | None = None) -> JSON
     adm, rkv, plan = result.admission, result.rkv, result.plan
     by_label = {r.label: r for r in adm.ranks}
     ranks = []
-    for lg in result.ledgers:
+    for index, lg in enumerate(result.ledgers):
         ra = by_label[lg.label]
-        ranks.append(rank_json(lg, ra.blocks, ra.tokens, ra.raw_tokens, ra.stranded_bytes, ra.binding))
+        ranks.append(rank_json(lg, ra.blocks, ra.tokens, ra.raw_tokens, ra.stranded_bytes, ra.binding, index))
+    binding_index = next((r["index"] for r in ranks if r["rank"] == adm.binding_rank), None)
     shape = plan.model.shape
     return {
         "core_version": __version__,
@@ -253,6 +261,7 @@ def result_to_dict(result: PlanResult, levers: list[JSON] | None = None) -> JSON
         "per_request_blocks": adm.per_request_blocks,
         "ranks": ranks,
         "binding_rank": adm.binding_rank,
+        "binding_index": binding_index,
         "binding_reason": adm.binding_reason,
         "blocks": adm.blocks,
         "tokens": adm.tokens,
