@@ -30,7 +30,8 @@ import pytest
 
 from app.core.admission import AdmissionPolicy, admit
 from app.core.kvspec import RankKV, rank_kv, rank_kv_stages
-from app.core.shape import ModelShape, shape_from_config
+from app.core.model_config import shape_from_config
+from app.core.shape import ModelShape
 
 GIB = 2**30
 F32 = "float32"
