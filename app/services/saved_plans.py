@@ -280,3 +280,12 @@ def summary_json(plan: repo.PlanSummary) -> JSON:
         "core_version": plan.core_version,
         "created_at": plan.created_at.isoformat(),
     }
+
+
+def saved_result(session: Session, slug: str) -> JSON:
+    """A saved plan's result exactly as it was saved (saved plans never change), with its link.
+    Raises NotFound when no plan has that slug."""
+    record = repo.get_plan(session, slug)
+    summary = dict(record.summary) if isinstance(record.summary, Mapping) else {}
+    return {**summary, "url": f"/p/{record.slug}", "slug": record.slug, "title": record.title}
+

@@ -7,6 +7,7 @@ computing is shown inline on that same page by the error mapping.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Annotated, Any
 from urllib.parse import parse_qsl
 
@@ -186,14 +187,27 @@ async def compare_page(request: Request, a: str = "", b: str = "") -> Response:
     return await cpu.run(request, _compare_page, request, a, b)
 
 
+def _saved_loader(request: Request) -> workflows.SavedLoader:
+    """Reads one saved plan, as saved, for a compare side that names one."""
+    from app.services import saved_plans
+    from app.web.deps import database
+
+    def load(slug: str) -> Mapping[str, Any]:
+        with database(request.app).read() as session:
+            return saved_plans.saved_result(session, slug)
+
+    return load
+
+
 def _compare_page(request: Request, a: str, b: str) -> Response:
     spec = expect_page(request, "pages/compare.html", workflows.compare_form_context(a, b))
-    return render(request, spec, workflows.compare_context(a, b, _bases(request)))
+    return render(request, spec, workflows.compare_context(a, b, _bases(request), _saved_loader(request)))
 
 
 @router.get("/compare.json")
 async def compare_json(request: Request, a: str = "", b: str = "") -> Response:
-    return JSONResponse(await cpu.run(request, workflows.compare_json, a, b, _bases(request)))
+    context = await cpu.run(request, workflows.compare_json, a, b, _bases(request), _saved_loader(request))
+    return JSONResponse(context)
 
 
 @router.get("/docs.json")

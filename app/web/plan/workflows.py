@@ -7,12 +7,14 @@ nvidia-smi output become base plan documents in the base store, reached by `/pla
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from fastapi import UploadFile
 
 from app.core.errors import InputError
+from app.db.repository import NotFound
 from app.ingest.catalogue import get_model
 from app.services import plans
 from app.services.base_documents import BaseStore
@@ -202,10 +204,30 @@ def nvidia_smi_document(text: str, model: str) -> dict[str, Any]:
     return doc
 
 
-def _side(text: str, bases: BaseStore, side: str) -> dict[str, Any]:
-    """One side of a comparison: the result of a plan URL or query string, with its canonical URL."""
+#: A saved-plan link: absolute or relative `/p/<slug>`, its `.json` twin, or the API's `/api/v1/plans/<slug>`.
+_SAVED_LINK = re.compile(r"^(?:https?://[^/\s]+)?/(?:p|api/v1/plans)/([A-Za-z0-9_-]{1,64})(?:\.json)?/?(?:[?#].*)?$")
+_BARE_SLUG = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_PLAN_PATH = re.compile(r"^(?:https?://[^/\s]+)?/plan/?(?:[?#].*)?$")
+SavedLoader = Callable[[str], Mapping[str, Any]]
+_HELP = "give a plan URL (/plan?…), its query string, a saved-plan link (/p/…) or a saved plan's slug"
+
+
+def _side(text: str, bases: BaseStore, side: str, load_saved: SavedLoader) -> dict[str, Any]:
+    """One side of a comparison: a saved plan as it was saved, or the result of a plan URL or query
+    string with its canonical URL. Anything else is an InputError naming the side's field."""
+    text = text.strip()
+    link = _SAVED_LINK.match(text) or _BARE_SLUG.match(text)
+    if link is not None:
+        slug = link[1] if link.re is _SAVED_LINK else link[0]
+        try:
+            return dict(load_saved(slug))
+        except NotFound:
+            raise InputError(side, f"no saved plan {slug!r}: {_HELP}") from None
+    query = querystring.from_text(text)
+    if not query and not _PLAN_PATH.match(text):
+        raise InputError(side, f"{text[:80]!r} is not a plan: {_HELP}")
     try:
-        view = plan_view(querystring.from_text(text), bases, levers=False)
+        view = plan_view(query, bases, levers=False)
     except InputError as exc:
         raise exc.under(side) from None
     return {**view.result, "url": view.url}
@@ -216,10 +238,10 @@ def compare_form_context(a: str, b: str) -> dict[str, Any]:
             "side_a": None, "side_b": None}
 
 
-def compare_context(a: str, b: str, bases: BaseStore) -> dict[str, Any]:
+def compare_context(a: str, b: str, bases: BaseStore, load_saved: SavedLoader) -> dict[str, Any]:
     if not a.strip() or not b.strip():
         return {}
-    result_a, result_b = _side(a, bases, "a"), _side(b, bases, "b")
+    result_a, result_b = _side(a, bases, "a", load_saved), _side(b, bases, "b", load_saved)
     comparison = plans.compare(result_a, result_b)
     return {"comparison": comparison, "side_a": result_a, "side_b": result_b,
             "rank_groups": rank_groups(comparison["ranks"])}
@@ -249,10 +271,10 @@ def rank_groups(ranks: list[Mapping[str, Any]], shown: int = 64) -> list[dict[st
     return out
 
 
-def compare_json(a: str, b: str, bases: BaseStore) -> dict[str, Any]:
+def compare_json(a: str, b: str, bases: BaseStore, load_saved: SavedLoader) -> dict[str, Any]:
     if not a.strip() or not b.strip():
-        raise InputError("a" if not a.strip() else "b", "give two plans: a and b (plan URLs or query strings)")
-    context = compare_context(a, b, bases)
+        raise InputError("a" if not a.strip() else "b", f"give two plans, a and b: {_HELP}")
+    context = compare_context(a, b, bases, load_saved)
     return {**context["comparison"], "a_url": context["side_a"]["url"], "b_url": context["side_b"]["url"]}
 
 
