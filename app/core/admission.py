@@ -71,13 +71,6 @@ class Admission:
     null_block_in_check: bool = False
 
 
-def raw_tokens(kv_bytes: int, rkv: RankKV) -> int | None:
-    """Bytes divided by per-token bytes, before block rounding (None for attention-free models)."""
-    if rkv.kv_bytes_per_token <= 0:
-        return None
-    return max(0, kv_bytes) // rkv.kv_bytes_per_token
-
-
 def schedulable(tokens: int, growth_reserve: float) -> int:
     """floor(tokens × (1 − growth_reserve)), on the decimal value the user wrote."""
     num, den = decimal_ratio(growth_reserve)
@@ -106,7 +99,6 @@ def admit(kv_by_rank: tuple[tuple[str, int], ...], rkv: RankKV, policy: Admissio
         if binding_label is None or blocks < min_blocks or (blocks == min_blocks and kv < min_kv):
             binding_label, min_kv, min_blocks = label, kv, blocks
     floor_kv = max(0, min_kv)
-    per_token = rkv.kv_bytes_per_token
     ranks = tuple(
         [
             RankAdmission(
@@ -114,7 +106,7 @@ def admit(kv_by_rank: tuple[tuple[str, int], ...], rkv: RankKV, policy: Admissio
                 kv,
                 blocks,
                 tokens_for(blocks),
-                (kv // per_token if kv > 0 else 0) if per_token > 0 else None,
+                rkv.raw_tokens(kv),
                 kv - floor_kv if kv > floor_kv else 0,
                 label == binding_label,
             )
@@ -139,7 +131,7 @@ def admit(kv_by_rank: tuple[tuple[str, int], ...], rkv: RankKV, policy: Admissio
         binding_reason=_reason(ranks, binding_label, min_blocks),
         blocks=min_blocks,
         tokens=tokens,
-        raw_tokens=raw_tokens(min_kv, rkv),
+        raw_tokens=rkv.raw_tokens(min_kv),
         schedulable_tokens=sched,
         concurrency_ceiling=ceiling,
         concurrency=concurrency,

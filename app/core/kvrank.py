@@ -77,6 +77,19 @@ class RankKV:
             return 0
         return kv_bytes // self.page_bytes_per_layer // self.group_size
 
+    def raw_tokens(self, kv_bytes: int) -> int | None:
+        """Token positions ``kv_bytes`` hold before rounding to whole blocks, the pool split among the
+        KV-cache groups as vLLM splits it: ``max(0, kv) × block_size × dcp // (page_bytes × groups)``.
+
+        For one full-attention group this is ``kv // kv_bytes_per_token`` (× dcp); for hybrid models
+        it counts the bytes the Mamba/GDN and sliding-window groups take too (the same physical
+        quantity as for other models), so ``tokens ≤ raw < tokens + block_size × dcp``.
+        None for attention-free models (no token-sized pages).
+        """
+        if self.kv_bytes_per_token <= 0 or self.page_bytes <= 0 or not self.groups:
+            return None
+        return max(0, kv_bytes) * self.block_size * self.dcp // (self.page_bytes * self.n_groups)
+
     def tokens_for_blocks(self, blocks: int) -> int:
         """vLLM's logged "GPU KV cache size" (v0.9.1 … 2026-04): blocks // n_groups × block_size × dcp.
 

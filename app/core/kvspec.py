@@ -219,7 +219,10 @@ def _plan(shape: ModelShape, tp: int, kv_cache_dtype: str, block_size: int, kind
         align = 64 if shape.is_mla else 16
         needed = align * cdiv(state, align * token)
         if block_size < needed:
-            notes.append(f"attention block size raised to {needed} tokens so a page covers a Mamba state")
+            notes.append(
+                f"attention block size raised to {needed} tokens so a page covers a Mamba state; vLLM does this "
+                "itself (HybridAttentionMambaModelConfig), so the flags pass no --block-size"
+            )
             block_size = needed
         page = block_size * token
         pct = 100 * (page - state) / state

@@ -8,9 +8,9 @@ from typing import Any
 
 from app import __version__
 from app.core.budget import UniformBudget
+from app.core.explain import explain
 from app.core.ledger import Cell, RankLedger
 from app.core.plan import PlanResult
-from app.core.units import fmt_bytes
 
 JSON = dict[str, Any]
 
@@ -118,89 +118,13 @@ def flags(result: PlanResult) -> list[str]:
         out.append(f"--kv-cache-dtype {engine.kv_cache_dtype}")
     if engine.quantization is not None:
         out.append(f"--quantization {engine.quantization}")
-    out.append(f"--block-size {engine.block_size}")
+    if result.rkv.block_size == engine.block_size:
+        # A hybrid Mamba model's attention block is raised by vLLM itself (to 544 for Qwen3-Next at
+        # TP2; vllm/model_executor/models/config.py HybridAttentionMambaModelConfig): passing the
+        # smaller size would be overridden, and 0.10.2's --block-size choices refuse 544.
+        out.append(f"--block-size {engine.block_size}")
     if engine.enforce_eager:
         out.append("--enforce-eager")
-    return out
-
-
-def _inputs(*cells: Cell | None) -> str:
-    sources = {c.source for c in cells if c is not None}
-    if sources <= {"measured"}:
-        return "measured"
-    if sources <= {"estimated", "default"}:
-        return "estimated"
-    return "mixed"
-
-
-def explain(result: PlanResult) -> JSON:
-    """Every headline number as formula, values plugged in, result, and measured/estimated."""
-    adm, rkv, plan = result.admission, result.rkv, result.plan
-    binding = next((lg for lg in result.ledgers if lg.label == adm.binding_rank), None)
-    out: JSON = {}
-    if binding is not None and binding.requested is not None and plan.engine.kv_cache_memory_bytes is None:
-        rows = [binding.weights, binding.non_torch, binding.activation]
-        graphs = " − cuda_graphs" if result.rules.cuda_graphs_in_budget else ""
-        if result.rules.cuda_graphs_in_budget:
-            rows.append(binding.cuda_graphs)
-        out["kv_bytes"] = {
-            "formula": f"requested − weights − non_torch − activation{graphs}",
-            "values": " − ".join([fmt_bytes(binding.requested.bytes), *(fmt_bytes(_val(c)) for c in rows)]),
-            "result": fmt_bytes(binding.kv.bytes),
-            "inputs": _inputs(binding.requested, *rows),
-        }
-        out["requested_bytes"] = {
-            "formula": "ceil(total × gpu_memory_utilization)",
-            "values": f"{fmt_bytes(_val(binding.total))} × {plan.engine.gpu_memory_utilization}",
-            "result": fmt_bytes(binding.requested.bytes),
-            "inputs": _inputs(binding.total),
-        }
-    kv_inputs = _inputs(binding.kv) if binding else "estimated"
-    out["kv_bytes_per_token"] = {
-        "formula": "Σ over KV layers on the rank of page bytes / block_size",
-        "values": f"{rkv.layers_on_rank} layers, {rkv.kv_heads_per_rank} KV heads/rank, dtype {rkv.kv_cache_dtype}",
-        "result": f"{rkv.kv_bytes_per_token:,} B",
-        "inputs": "derived",
-    }
-    out["blocks"] = {
-        "formula": "min over ranks of floor(kv_bytes / page_bytes)",
-        "values": f"floor({binding.kv.bytes if binding else 0:,} / {rkv.page_bytes:,}) on rank {adm.binding_rank}",
-        "result": f"{adm.blocks:,}",
-        "inputs": kv_inputs,
-    }
-    out["tokens"] = {
-        "formula": "blocks × block_size",
-        "values": f"{adm.blocks:,} × {rkv.block_size}",
-        "result": f"{adm.tokens:,}",
-        "inputs": kv_inputs,
-    }
-    out["schedulable_tokens"] = {
-        "formula": "floor(tokens × (1 − growth_reserve))",
-        "values": f"floor({adm.tokens:,} × (1 − {plan.policy.growth_reserve}))",
-        "result": f"{adm.schedulable_tokens:,}",
-        "inputs": kv_inputs,
-    }
-    if adm.concurrency_ceiling is not None:
-        out["concurrency_ceiling"] = {
-            "formula": "floor(schedulable_tokens / avg_live_tokens)",
-            "values": f"floor({adm.schedulable_tokens:,} / {plan.policy.avg_live_tokens:,})",
-            "result": f"{adm.concurrency_ceiling:,}",
-            "inputs": kv_inputs,
-        }
-    out["max_concurrency_at_max_model_len"] = {
-        "formula": "blocks / per-request worst-case blocks at max_model_len (vLLM's figure)",
-        "values": f"{adm.blocks:,} / {adm.per_request_blocks:,}",
-        "result": f"{adm.max_concurrency_at_max_model_len:.2f}x",
-        "inputs": kv_inputs,
-    }
-    out["vllm_kv_cache_size_tokens"] = {
-        "formula": "int(max_concurrency × max_model_len) — derived, not a count of physical tokens"
-        if result.rules.kv_size_is_derived
-        else "blocks × block_size (vLLM before 0.21)",
-        "values": f"{adm.max_concurrency_at_max_model_len:.4f} × {plan.engine.max_model_len:,}",
-        "result": f"{adm.vllm_kv_cache_size_tokens:,}",
-        "inputs": kv_inputs,
-    }
     return out
 
 
