@@ -50,11 +50,15 @@ _EXTRACTORS: tuple[tuple[Extractor, tuple[str, ...]], ...] = (
     (cfg.non_default_args, ("non-default args",)),
     (cfg.simple_settings, ("max model len", "block size to", "max_num_batched_tokens=", "Auto-fit max_model_len")),
     (cfg.errors, ("max seq len", "No available memory for the cache", "init engine (")),
+    (ln.v0_profile_table, ("Memory profiling results:", *ln.TABLE_NEEDLES)),
 )
 # Few, short keywords located with str.find over the whole text (each costs one C-speed scan);
 # each names the extractors whose needles contain it.
 _KEYWORDS: tuple[tuple[str, tuple[int, ...]], ...] = (
-    ("emory", (1, 3, 6, 7, 12)),
+    ("emory", (1, 3, 6, 7, 12, 13)),
+    ("instance can use", (13,)),
+    ("weights take", (13,)),
+    ("duration ", (13,)),
     ("took", (0, 6, 12)),
     ("blocks", (2,)),
     ("KV cache size", (4,)),

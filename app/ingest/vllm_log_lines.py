@@ -182,6 +182,43 @@ def v0_profile(seg: str) -> list[Fact]:
     return out
 
 
+# The table a dev build of 2024-12 printed (`Memory profiling results:` then one field per line,
+# each line with its own prefix): the review variant of vLLM PR #10511 before it was merged as
+# the three-line block (551603fef). Seen in a real log of 2024-12-13 (tests/data/vllm-logs/public/01).
+_TABLE_ROW = re.compile(
+    r"(?:^|\] |\) )(duration|total_gpu_memory|gpu_memory_utilization|the current vLLM instance can use|"
+    r"model weights take|non_torch_memory|PyTorch activation peak memory|available_kv_cache_memory)"
+    r"[ \t]{2,}" + N + r" ?(GiB|seconds)?[ \t]*$"
+)
+_TABLE_FIELDS = {
+    "total_gpu_memory": "total_bytes",
+    "the current vLLM instance can use": "requested_bytes",
+    "model weights take": "weights_bytes",
+    "non_torch_memory": "non_torch_bytes",
+    "PyTorch activation peak memory": "activation_bytes",
+    "available_kv_cache_memory": "kv_bytes",
+}
+TABLE_NEEDLES = (*(f"{k} " for k in _TABLE_FIELDS), "duration ", "gpu_memory_utilization ")
+
+
+def v0_profile_table(seg: str) -> list[Fact]:
+    """One row of the table; the header line itself only marks the version."""
+    if "Memory profiling results:" in seg and seg.rstrip().endswith("results:"):
+        basis = "'Memory profiling results:' table, one field per line (PR #10511 review build)"
+        return [Fact("mark", "profile_table", True), clue(basis, "0.6.4", "0.6.6")]
+    m = _TABLE_ROW.search(seg)
+    if m is None:
+        return []
+    p, field = m.start(1), m[1]
+    if field == "duration":
+        return [seconds("rank", "profile_seconds", m[2], p)] if m[3] == "seconds" else []
+    if field == "gpu_memory_utilization":
+        return [ratio("settings", "gpu_memory_utilization", m[2], p)] if m[3] is None else []
+    if m[3] != "GiB":
+        return []
+    return [size("rank", _TABLE_FIELDS[field], m[2], "GiB", p, starts=field == "available_kv_cache_memory")]
+
+
 # ---------------------------------------------------------------- blocks, tokens, concurrency
 _BLOCKS = re.compile(
     r"(?:# )?(GPU|CUDA|cuda|XPU|xpu|HPU|hpu|NPU|npu|TPU|tpu) blocks: " + INT + r"(?:, # CPU blocks: " + INT + ")?"

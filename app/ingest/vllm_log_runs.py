@@ -56,6 +56,9 @@ class RunBuilder:
                 return "config" in cur.marks or cur.has_memory
             if f.field in ("api_version", "args"):
                 return f.field in cur.marks or "config" in cur.marks or cur.has_memory
+            if f.field == "profile_table":  # a process prints its profiling table once per engine start
+                acc = cur.ranks.get(ident.label)
+                return acc is not None and "total_bytes" in acc.fields
             return False
         if f.scope != "rank":
             return False
