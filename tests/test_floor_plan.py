@@ -128,3 +128,27 @@ def test_the_checks_can_fail() -> None:
     bad = {"app.core.a": {"app.core.b", "app.web.x"}, "app.core.b": {"app.core.a"}, "app.web.x": set()}
     assert cycles(bad) == [["app.core.a", "app.core.b"]]
     assert layer_violations(bad) == [("app.core.a", "app.web.x")]
+
+
+#: Domain errors the web layer must not translate by hand: `app.web.errors` registers a handler
+#: for each (InputError and its SimInputError, the repository's errors, JobLimitError).
+HANDLED = {"InputError", "SimInputError", "NotFound", "Conflict", "InvalidInput", "JobLimitError", "RepositoryError"}
+
+
+def _caught_names(handler: ast.ExceptHandler) -> set[str]:
+    nodes = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return {n.attr if isinstance(n, ast.Attribute) else n.id for n in nodes if isinstance(n, ast.Attribute | ast.Name)}
+
+
+def test_web_routes_leave_domain_errors_to_the_registered_handlers() -> None:
+    offenders = []
+    for path in sorted((APP / "web").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ExceptHandler) and node.type is not None:
+                translated = _caught_names(node) & (HANDLED - {"InputError"})
+                if translated and any(isinstance(n, ast.Raise) for n in ast.walk(node)):
+                    offenders.append((path.name, node.lineno, sorted(translated)))
+            if isinstance(node, ast.Name | ast.Attribute) and "domain_errors" in ast.unparse(node):
+                offenders.append((path.name, node.lineno, ["domain_errors"]))
+    assert offenders == []

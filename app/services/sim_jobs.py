@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from app.core.errors import InputError
-from app.core.sim.io import SimCancelled, SimInputError, parse, simulate_from_json
+from app.core.sim.io import SimCancelled, parse, simulate_from_json
 from app.services.simulation import resolve_pool
 
 log = logging.getLogger(__name__)
@@ -49,10 +49,7 @@ def validate(doc: Mapping[str, Any], max_work: int | None, hint: str = "") -> JS
 
     The work cap (requests_per_level × ramp levels) is checked here, before any work is queued."""
     resolved = resolve_pool(doc)
-    try:
-        cfg, _, _ = parse(resolved)
-    except SimInputError as exc:
-        raise InputError(exc.field_path, exc.message) from None
+    cfg, _, _ = parse(resolved)  # a bad document raises SimInputError, an InputError naming the field
     work = cfg.requests_per_level * len(cfg.ramp)
     if max_work is not None and work > max_work:
         raise InputError(
@@ -64,15 +61,8 @@ def validate(doc: Mapping[str, Any], max_work: int | None, hint: str = "") -> JS
 
 
 def simulate(resolved: JSON, progress: Callable[[float], None], cancel: Callable[[], bool]) -> JSON:
-    """Run a validated (pool-resolved) document: the same output as `kvledger simulate --json`.
-
-    `app.services.simulation.run_simulation` is resolve_pool + simulate_from_json too, but it rebuilds the
-    InputError from `exc.args`, which holds only the formatted message, so the field path is lost;
-    here the error keeps `field_path` (the web answer must name the field)."""
-    try:
-        return simulate_from_json(resolved, progress=progress, cancel=cancel)
-    except SimInputError as exc:
-        raise InputError(exc.field_path, exc.message) from None
+    """Run a validated (pool-resolved) document: the same output as `kvledger simulate --json`."""
+    return simulate_from_json(resolved, progress=progress, cancel=cancel)
 
 
 @dataclass(frozen=True)

@@ -44,10 +44,6 @@ def run_simulation(
     cancel: Callable[[], bool] | None = None,
 ) -> JSON:
     """Run a simulation document; bad input raises InputError naming the field."""
-    from app.core.sim.io import SimInputError, simulate_from_json
+    from app.core.sim.io import simulate_from_json
 
-    resolved = resolve_pool(doc)
-    try:
-        return simulate_from_json(resolved, max_work=max_work, progress=progress, cancel=cancel)
-    except SimInputError as exc:
-        raise InputError(exc.field_path, exc.message) from None
+    return simulate_from_json(resolve_pool(doc), max_work=max_work, progress=progress, cancel=cancel)

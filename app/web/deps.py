@@ -1,6 +1,6 @@
 """What the saved-plans and history routes share: the database on `app.state`, one session per
-request, the write guard (same-origin check and optional write token), and the mapping of the
-storage layer's domain errors to HTTP.
+request, and the write guard (same-origin check and optional write token). The storage layer's
+errors reach HTTP through the handlers `app.web.errors` registers.
 
 The database (engine plus read and write session factories) is built by the router's lifespan
 when the app runs under a server, and lazily (once, under a lock) on the first request that
@@ -16,17 +16,14 @@ from __future__ import annotations
 import hmac
 import threading
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager
 from typing import Annotated
 from urllib.parse import urlsplit
 
 from fastapi import Depends, FastAPI, Request
-from sqlalchemy.exc import OperationalError, ProgrammingError
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.exceptions import HTTPException
 
-from app.core.errors import InputError
-from app.db import repository as repo
 from app.db.session import Database, open_database
 
 TOKEN_HEADER = "X-KVLedger-Token"
@@ -139,28 +136,3 @@ async def guard_write(request: Request) -> None:
 
 
 WriteGuard = Depends(guard_write)
-
-
-# ---------------------------------------------------------------- domain errors → HTTP
-
-SCHEMA_WORDS = ("no such table", "does not exist", "undefinedtable")
-
-
-@contextmanager
-def domain_errors(field: str = "") -> Iterator[None]:
-    """Map the storage layer's errors: NotFound → 404, Conflict → 409, InvalidInput → an
-    InputError on `field` (422), a missing schema → 503 with what to run."""
-    try:
-        yield
-    except repo.NotFound as exc:
-        raise HTTPException(404, str(exc)) from None
-    except repo.Conflict as exc:
-        raise HTTPException(409, str(exc)) from None
-    except repo.InvalidInput as exc:
-        raise InputError(field, str(exc)) from None
-    except (OperationalError, ProgrammingError) as exc:
-        if any(word in str(exc.orig).lower() for word in SCHEMA_WORDS):
-            raise HTTPException(
-                503, "The database has no schema yet: run `kvledger db upgrade` (or start with `kvledger serve`)."
-            ) from None
-        raise

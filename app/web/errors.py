@@ -1,10 +1,15 @@
 """Every error that reaches a user is mapped here, in one place, to a response.
 
-- InputError (the domain's "this input is wrong", with a dotted field path): 422. On the API
-  and .json twins `{"error": {"field", "message"}}`; on a page, the page the route declared,
-  re-rendered with the message next to the field (a fragment for htmx, else the whole page).
+- InputError (the domain's "this input is wrong", with a dotted field path; the simulator's
+  `SimInputError` is one): 422. On the API and .json twins `{"error": {"field", "message"}}`; on
+  a page, the page the route declared, re-rendered with the message next to the field (a
+  fragment for htmx, else the whole page).
 - FastAPI's request validation errors: the same 422 shapes.
+- The storage layer's errors: NotFound → 404, Conflict → 409, InvalidInput → 422 (as an
+  InputError), a database without its schema → 503 saying what to run. Too many simulation
+  jobs (`JobLimitError`) → 429 with Retry-After.
 - HTTP errors (404, 405, ...): JSON or a small page.
+Routes raise; they never catch to translate. Every handler is registered once, by `install`.
 - Anything else is a bug: logged with its traceback, answered with a plain 500 message.
   Never a stack trace in a response.
 """
@@ -13,15 +18,19 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
+from sqlalchemy.exc import OperationalError, ProgrammingError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from app.core.errors import InputError
+from app.db import repository as repo
+from app.services.sim_jobs import JobLimitError
 from app.web import querystring
 from app.web.limits import wants_json
 from app.web.responses import PageSpec, declared_page, render
@@ -29,15 +38,19 @@ from app.web.responses import PageSpec, declared_page, render
 log = logging.getLogger(__name__)
 
 ERROR_PAGE = PageSpec("pages/error.html", {"nav": ""})
+#: Words of a database error that mean the schema is missing (migrations not run).
+SCHEMA_WORDS = ("no such table", "does not exist", "undefinedtable")
+NO_SCHEMA = "The database has no schema yet: run `kvledger db upgrade` (or start with `kvledger serve`)."
 
 
 def error_json(field: str, message: str, status_code: int) -> JSONResponse:
     return JSONResponse({"error": {"field": field, "message": message}}, status_code=status_code)
 
 
-def error_context(exc: InputError) -> dict[str, Any]:
-    """The template context of an input error: the message, and where it belongs in the form."""
-    key = querystring.field_key(exc.field) if exc.field else None
+def error_context(exc: InputError, field_key: Callable[[str], str | None] | None = None) -> dict[str, Any]:
+    """The template context of an input error: the message, and where it belongs in the form
+    (`field_key` maps the field path to the form's key; the what-if keys by default)."""
+    key = (field_key or querystring.field_key)(exc.field) if exc.field else None
     return {
         "error": {"field": exc.field, "message": exc.message, "key": key},
         "field_errors": {key or exc.field: exc.message} if (key or exc.field) else {},
@@ -49,7 +62,7 @@ async def input_error(request: Request, exc: Exception) -> Response:
     if wants_json(request.url.path):
         return error_json(exc.field, exc.message, 422)
     spec = declared_page(request) or ERROR_PAGE
-    context = {**error_context(exc), "status": 422, "title": "Input error"}
+    context = {**error_context(exc, spec.field_key), "status": 422, "title": "Input error"}
     return render(request, spec, context, status_code=422)
 
 
@@ -83,6 +96,26 @@ async def http_error(request: Request, exc: Exception) -> Response:
     return render(request, ERROR_PAGE, context, status_code=exc.status_code, headers=headers)
 
 
+async def storage_error(request: Request, exc: Exception) -> Response:
+    """The repository's NotFound / Conflict / InvalidInput as 404 / 409 / 422."""
+    if isinstance(exc, repo.InvalidInput):
+        return await input_error(request, InputError("", str(exc)))
+    status = 404 if isinstance(exc, repo.NotFound) else 409
+    return await http_error(request, HTTPException(status, str(exc)))
+
+
+async def database_error(request: Request, exc: Exception) -> Response:
+    """A database without its schema is a 503 saying what to run; any other database error a 500."""
+    assert isinstance(exc, OperationalError | ProgrammingError)
+    if any(word in str(exc.orig).lower() for word in SCHEMA_WORDS):
+        return await http_error(request, HTTPException(503, NO_SCHEMA))
+    return await unexpected_error(request, exc)
+
+
+async def job_limit_error(request: Request, exc: Exception) -> Response:
+    return await http_error(request, HTTPException(429, str(exc), headers={"Retry-After": "5"}))
+
+
 async def unexpected_error(request: Request, exc: Exception) -> Response:
     reference = uuid.uuid4().hex[:12]
     log.error("unhandled error %s on %s %s", reference, request.method, request.url.path, exc_info=exc)
@@ -100,6 +133,11 @@ async def unexpected_error(request: Request, exc: Exception) -> Response:
 def install(app: FastAPI) -> None:
     """Register the mapping on an app."""
     app.add_exception_handler(InputError, input_error)
+    for storage in (repo.NotFound, repo.Conflict, repo.InvalidInput):
+        app.add_exception_handler(storage, storage_error)
+    app.add_exception_handler(OperationalError, database_error)
+    app.add_exception_handler(ProgrammingError, database_error)
+    app.add_exception_handler(JobLimitError, job_limit_error)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(Exception, unexpected_error)

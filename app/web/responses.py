@@ -29,6 +29,8 @@ class PageSpec:
     template: str
     context: ContextSource
     fragment: tuple[str, ...] = field(default=())
+    #: The form key an InputError's field path belongs to (None: the what-if keys of the plan form).
+    field_key: Callable[[str], str | None] | None = None
 
     def base_context(self) -> Mapping[str, Any]:
         return self.context() if callable(self.context) else self.context
@@ -40,10 +42,14 @@ def templates_of(request: Request) -> Templates:
 
 
 def expect_page(
-    request: Request, template: str, context: ContextSource, fragment: tuple[str, ...] = ()
+    request: Request,
+    template: str,
+    context: ContextSource,
+    fragment: tuple[str, ...] = (),
+    field_key: Callable[[str], str | None] | None = None,
 ) -> PageSpec:
     """Declare the page this request renders (for inline errors), and return the declaration."""
-    spec = PageSpec(template, context, fragment)
+    spec = PageSpec(template, context, fragment, field_key)
     request.state.page = spec
     return spec
 

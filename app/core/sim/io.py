@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import Any
 
+from app.core.errors import InputError
 from app.core.sim.cost import CostModel
 from app.core.sim.ramp import SimConfig, simulate
 from app.core.sim.state import SchedulerConfig, SimCancelled
@@ -45,13 +46,13 @@ MAX_LIST = 100_000
 MIN_BATCHED_TOKENS = 64
 
 
-class SimInputError(ValueError):
-    """A bad simulation document: ``field_path`` names the field, ``message`` the problem."""
+class SimInputError(InputError):
+    """A bad simulation document: an ``InputError`` (``field`` names the field, ``message`` the
+    problem), so it reaches the CLI and the web as every other input error does."""
 
-    def __init__(self, field_path: str, message: str) -> None:
-        super().__init__(f"{field_path}: {message}")
-        self.field_path = field_path
-        self.message = message
+    @property
+    def field_path(self) -> str:
+        return self.field
 
 
 def _obj(value: object, path: str, allowed: set[str]) -> Mapping[str, object]:

@@ -18,7 +18,7 @@ from app.core.errors import InputError
 from app.db import repository as repo
 from app.services import deployments, ledger_import
 from app.services.deployments import deployment_json, diff_json, history_json, ledger_json
-from app.web.deps import SessionDep, WriteGuard, WriterDep, domain_errors
+from app.web.deps import SessionDep, WriteGuard, WriterDep
 from app.web.plan import workflows
 from app.web.responses import expect_page, render
 from app.web.saved import present
@@ -41,8 +41,7 @@ def _deployment_in(body: DeploymentBody | dict[str, str]) -> deployments.Deploym
 
 
 def _list_context(request: Request, session: Session) -> dict[str, Any]:
-    with domain_errors():
-        records = repo.list_deployments(session)
+    records = repo.list_deployments(session)
     return present.deployments_context(request, records)
 
 
@@ -57,8 +56,7 @@ def deployments_page(request: Request, session: SessionDep) -> Response:
 @router.get("/d.json", include_in_schema=False)
 @router.get("/api/v1/deployments", tags=["api"], summary="Every deployment")
 def deployments_json(session: SessionDep) -> JSONResponse:
-    with domain_errors():
-        records = repo.list_deployments(session)
+    records = repo.list_deployments(session)
     return JSONResponse({"deployments": [deployment_json(r) for r in records]})
 
 
@@ -76,16 +74,14 @@ def create_deployment_form(
     form = {"slug": slug, "name": name, "model": model, "layout": layout, "hardware": hardware}
     context = {**_list_context(request, session), "form": form, "active_form": "create"}
     expect_page(request, "pages/deployments.html", context)
-    with domain_errors():
-        record = deployments.create_deployment(writer, _deployment_in(form))
+    record = deployments.create_deployment(writer, _deployment_in(form))
     return RedirectResponse(f"/d/{record.slug}", status_code=303)
 
 
 @router.post("/api/v1/deployments", tags=["api"], status_code=201, dependencies=[WriteGuard],
              summary="Create a deployment (a named series of ledgers)")
 def create_deployment_api(writer: WriterDep, body: DeploymentBody) -> JSONResponse:
-    with domain_errors():
-        record = deployments.create_deployment(writer, _deployment_in(body))
+    record = deployments.create_deployment(writer, _deployment_in(body))
     return JSONResponse(deployment_json(record), status_code=201, headers={"Location": f"/d/{record.slug}"})
 
 
@@ -96,8 +92,7 @@ def import_deployment_api(
     data: Annotated[dict[str, Any], Body(description="a kvledger.deployment export")],
     slug: Annotated[str | None, Query(description="store it under this slug instead")] = None,
 ) -> JSONResponse:
-    with domain_errors("file"):
-        record = deployments.import_deployment(writer, data, slug)
+    record = deployments.import_deployment(writer, data, slug)
     return JSONResponse(deployment_json(record), status_code=201, headers={"Location": f"/d/{record.slug}"})
 
 
@@ -116,29 +111,25 @@ def import_deployment_form(
         data = json.loads(content)
     except json.JSONDecodeError as exc:
         raise InputError("file", f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
-    with domain_errors("file"):
-        record = deployments.import_deployment(writer, data, slug.strip() or None)
+    record = deployments.import_deployment(writer, data, slug.strip() or None)
     return RedirectResponse(f"/d/{record.slug}", status_code=303)
 
 
 @router.get("/d/{slug}.json", include_in_schema=False)
 def deployment_json_twin(slug: str, session: SessionDep, page: int = 1) -> JSONResponse:
-    with domain_errors():
-        history = deployments.deployment_history(session, slug, page)
+    history = deployments.deployment_history(session, slug, page)
     return JSONResponse(history_json(history))
 
 
 @router.get("/d/{slug}/export.json", include_in_schema=False)
 def export_deployment(slug: str, session: SessionDep) -> JSONResponse:
-    with domain_errors():
-        data = deployments.export_deployment(session, slug)
+    data = deployments.export_deployment(session, slug)
     disposition = f'attachment; filename="kvledger-{slug}.json"'
     return JSONResponse(data, headers={"Content-Disposition": disposition})
 
 
 def _history_page(request: Request, session: Session, slug: str, page: int = 1) -> dict[str, Any]:
-    with domain_errors():
-        history = deployments.deployment_history(session, slug, page)
+    history = deployments.deployment_history(session, slug, page)
     return present.history_context(history, request)
 
 
@@ -175,9 +166,8 @@ def _store_log(request: Request, writer: Any, slug: str, text: str, file: Upload
                run: str, note: str, captured_at: str) -> int:
     settings = request.app.state.settings
     content = workflows.log_text(text, file, settings.max_log_bytes)
-    with domain_errors("log"):
-        return ledger_import.import_log_ledger(writer, slug, content, run_index=_run(run), note=note,
-                                        captured_at=_date(captured_at))
+    return ledger_import.import_log_ledger(writer, slug, content, run_index=_run(run), note=note,
+                                    captured_at=_date(captured_at))
 
 
 @router.post("/d/{slug}/ledgers", include_in_schema=False, dependencies=[WriteGuard])
@@ -212,16 +202,14 @@ def import_log_api(
     note: Annotated[str, Form()] = "",
     captured_at: Annotated[str, Form(description="YYYY-MM-DD")] = "",
 ) -> JSONResponse:
-    with domain_errors():
-        ledger_id = _store_log(request, writer, slug, text, file, run, note, captured_at)
-        ledger = repo.get_ledger(session, ledger_id, with_source_log=False)  # its first query: sees the commit
+    ledger_id = _store_log(request, writer, slug, text, file, run, note, captured_at)
+    ledger = repo.get_ledger(session, ledger_id, with_source_log=False)  # its first query: sees the commit
     return JSONResponse(ledger_json(ledger), status_code=201, headers={"Location": f"/l/{ledger_id}"})
 
 
 @router.get("/l/{ledger_id:int}.json", include_in_schema=False)
 def ledger_json_twin(ledger_id: int, session: SessionDep) -> JSONResponse:
-    with domain_errors():
-        view = deployments.ledger_view(session, ledger_id)
+    view = deployments.ledger_view(session, ledger_id)
     out = ledger_json(view.ledger)
     out["alerts"] = [{"code": x.code, "message": x.message, "rank": x.rank} for x in view.alerts]
     out["previous"] = view.previous_id
@@ -230,8 +218,7 @@ def ledger_json_twin(ledger_id: int, session: SessionDep) -> JSONResponse:
 
 @router.get("/l/{ledger_id:int}", include_in_schema=False)
 def ledger_page(request: Request, ledger_id: int, session: SessionDep) -> Response:
-    with domain_errors():
-        view = deployments.ledger_view(session, ledger_id)
+    view = deployments.ledger_view(session, ledger_id)
     context = {"nav": "deployments", "view": view, "ledger": view.ledger, "row_fields": ROW_LABELS,
                "json_url": f"/l/{ledger_id}.json"}
     return render(request, expect_page(request, "pages/ledger.html", context))
@@ -260,8 +247,7 @@ def _max_model_len(text: str) -> int | None:
 
 @router.get("/diff.json", include_in_schema=False)
 def diff_json_twin(session: SessionDep, a: str = "", b: str = "", max_model_len: str = "") -> JSONResponse:
-    with domain_errors():
-        view = deployments.ledger_diff(session, _ledger_id(a, "a"), _ledger_id(b, "b"), _max_model_len(max_model_len))
+    view = deployments.ledger_diff(session, _ledger_id(a, "a"), _ledger_id(b, "b"), _max_model_len(max_model_len))
     return JSONResponse(diff_json(view))
 
 
@@ -273,8 +259,7 @@ def diff_page(request: Request, session: SessionDep, a: str = "", b: str = "", m
                         "row_fields": ROW_LABELS, "json_url": ""})
     if not a and not b:
         return render(request, spec)
-    with domain_errors():
-        view = deployments.ledger_diff(session, _ledger_id(a, "a"), _ledger_id(b, "b"), _max_model_len(max_model_len))
+    view = deployments.ledger_diff(session, _ledger_id(a, "a"), _ledger_id(b, "b"), _max_model_len(max_model_len))
     json_url = f"/diff.json?a={view.a.id}&b={view.b.id}" + (f"&max_model_len={view.max_model_len}"
                                                             if view.max_model_len else "")
     return render(request, spec, {"view": view, "json_url": json_url})

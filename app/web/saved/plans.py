@@ -17,7 +17,7 @@ from app.db import repository as repo
 from app.services import saved_plans
 from app.services.base_documents import BaseStore
 from app.web import querystring
-from app.web.deps import SessionDep, WriteGuard, WriterDep, database, domain_errors
+from app.web.deps import SessionDep, WriteGuard, WriterDep, database
 from app.web.plan import views
 from app.web.responses import expect_page, render
 from app.web.saved import present
@@ -44,8 +44,7 @@ def api_save_plan(
     parent: Annotated[str | None, Query(description="slug of the version this one edits")] = None,
     title: Annotated[str, Query(max_length=300)] = "",
 ) -> JSONResponse:
-    with domain_errors("document"):
-        saved = saved_plans.save_document(writer, doc, title, parent)
+    saved = saved_plans.save_document(writer, doc, title, parent)
     url = f"/p/{saved.slug}"
     body = {**saved.result, "slug": saved.slug, "url": url, "absolute_url": str(request.base_url).rstrip("/") + url,
             "parent": saved.parent_slug}
@@ -54,8 +53,7 @@ def api_save_plan(
 
 @router.get("/api/v1/plans/{slug}", tags=["api"], summary="A saved plan (the same JSON as /p/{slug}.json)")
 def api_get_plan(slug: str, session: SessionDep) -> JSONResponse:
-    with domain_errors():
-        opened = saved_plans.open_plan(session, slug)
+    opened = saved_plans.open_plan(session, slug)
     return JSONResponse(saved_plans.plan_json(opened, f"/p/{slug}"))
 
 
@@ -69,30 +67,26 @@ def immutable(slug: str) -> Response:
 @router.get("/p", include_in_schema=False)
 def saved_list(request: Request, session: SessionDep) -> Response:
     spec = expect_page(request, "pages/saved_plans.html", present.saved_list_context([], request))
-    with domain_errors():
-        plans = repo.list_recent_plans(session, 50)
+    plans = repo.list_recent_plans(session, 50)
     return render(request, spec, {"plans": plans})
 
 
 @router.get("/p.json", include_in_schema=False)
 def saved_list_json(session: SessionDep) -> JSONResponse:
-    with domain_errors():
-        plans = repo.list_recent_plans(session, 50)
+    plans = repo.list_recent_plans(session, 50)
     return JSONResponse({"plans": [saved_plans.summary_json(p) for p in plans]})
 
 
 @router.get("/p/{slug}.json", include_in_schema=False)
 def saved_plan_json(slug: str, session: SessionDep) -> JSONResponse:
-    with domain_errors():
-        opened = saved_plans.open_plan(session, slug)
+    opened = saved_plans.open_plan(session, slug)
     return JSONResponse(saved_plans.plan_json(opened, f"/p/{slug}"))
 
 
 @router.get("/p/{slug}", include_in_schema=False)
 def saved_plan_page(request: Request, slug: str, session: SessionDep) -> Response:
-    with domain_errors():
-        opened = saved_plans.open_plan(session, slug)
-        newer = saved_plans.children(session, slug)
+    opened = saved_plans.open_plan(session, slug)
+    newer = saved_plans.children(session, slug)
     context = present.saved_plan_context(opened, newer, request.app.state.bases, request)
     spec = expect_page(request, "pages/saved_plan.html", context)
     return render(request, spec)
@@ -109,22 +103,20 @@ def save_from_whatif(
 ) -> Response:
     """Save the what-if a plan URL describes (the page's canonical query) → 303 to its link."""
     form = {"plan": plan, "parent": parent, "title": title}
-    with domain_errors():
-        recent = repo.list_recent_plans(session, 50)
+    recent = repo.list_recent_plans(session, 50)
     expect_page(request, "pages/saved_plans.html", {**present.saved_list_context(recent, request), "form": form})
     bases = request.app.state.bases
     query = querystring.from_text(plan)
     if not query:
         raise InputError("plan", "paste the address of a plan page (/plan?…) or its query string")
-    with domain_errors():
-        if parent.strip() and "base" in query and bases.get(query["base"]) is None:
-            _restore_parent_base(database(request.app).read, parent.strip(), query["base"], bases)
-        try:
-            doc = views.plan_view(query, bases, levers=False).doc
-        except InputError as exc:  # about one what-if key of the address: show it on the address field
-            key = querystring.field_key(exc.field) or exc.field
-            raise InputError("plan", f"{exc.message} ({key})" if key else exc.message) from None
-        saved = saved_plans.save_document(writer, doc, title, parent.strip() or None)
+    if parent.strip() and "base" in query and bases.get(query["base"]) is None:
+        _restore_parent_base(database(request.app).read, parent.strip(), query["base"], bases)
+    try:
+        doc = views.plan_view(query, bases, levers=False).doc
+    except InputError as exc:  # about one what-if key of the address: show it on the address field
+        key = querystring.field_key(exc.field) or exc.field
+        raise InputError("plan", f"{exc.message} ({key})" if key else exc.message) from None
+    saved = saved_plans.save_document(writer, doc, title, parent.strip() or None)
     return RedirectResponse(f"/p/{saved.slug}", status_code=303)
 
 

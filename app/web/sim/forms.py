@@ -75,11 +75,6 @@ def form_key(field: str) -> str | None:
     return querystring.key_for_path(field, FIELD_KEYS)
 
 
-def field_errors(exc: InputError) -> dict[str, str]:
-    key = form_key(exc.field)
-    return {key: exc.message} if key else {}
-
-
 def form_values(params: Iterable[tuple[str, str]]) -> dict[str, str]:
     """The form's values: the defaults overlaid with the non-blank sim keys given."""
     values = dict(FORM_DEFAULTS)

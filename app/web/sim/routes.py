@@ -26,7 +26,7 @@ from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 
 from app.core.errors import InputError
-from app.services.sim_jobs import JobLimitError, JobRunner, JobView
+from app.services.sim_jobs import JobRunner, JobView
 from app.services.simulation import resolve_pool
 from app.web import htmx
 from app.web.plan import views
@@ -83,10 +83,6 @@ def _job(request: Request, job_id: str) -> JobView:
     if job is None:
         raise HTTPException(404)
     return job
-
-
-def _too_many(exc: JobLimitError) -> HTTPException:
-    return HTTPException(429, str(exc), headers={"Retry-After": "5"})
 
 
 def _plan_doc(request: Request, plan_query: Mapping[str, str]) -> dict[str, Any] | None:
@@ -192,16 +188,9 @@ def _decode_uploads(files: Mapping[str, bytes]) -> dict[str, str]:
 
 def _start_from_form(request: Request, values: Mapping[str, str], plan_query: Mapping[str, str],
                      files: Mapping[str, bytes]) -> Response:
-    spec = expect_page(request, "pages/sim.html", {})
-    try:
-        doc = forms.document(values, _plan_doc(request, plan_query), _decode_uploads(files))
-        job = runner_of(request).submit(doc, meta={"rerun": forms.rerun_query(values, plan_query)})
-    except InputError as exc:
-        context = _form_context(request, values, plan_query)
-        context.update(error={"field": exc.field, "message": exc.message}, field_errors=forms.field_errors(exc))
-        return render(request, spec, context, status_code=422)
-    except JobLimitError as exc:
-        raise _too_many(exc) from None
+    expect_page(request, "pages/sim.html", lambda: _form_context(request, values, plan_query), field_key=forms.form_key)
+    doc = forms.document(values, _plan_doc(request, plan_query), _decode_uploads(files))
+    job = runner_of(request).submit(doc, meta={"rerun": forms.rerun_query(values, plan_query)})
     return RedirectResponse(f"/sim/jobs/{job.id}", status_code=303)
 
 
@@ -250,19 +239,13 @@ def cancel_job_page(request: Request, job_id: str) -> Response:
 @api.post("/simulate", summary="Run a small simulation now; the same JSON as `kvledger simulate --json`")
 def simulate_now(request: Request, doc: SimBody) -> JSONResponse:
     max_work = min(request.app.state.settings.sim_max_work, SYNC_MAX_WORK)
-    try:
-        result = runner_of(request).run_now(doc, max_work, hint="; POST larger runs to /api/v1/sim/jobs")
-    except JobLimitError as exc:
-        raise _too_many(exc) from None
+    result = runner_of(request).run_now(doc, max_work, hint="; POST larger runs to /api/v1/sim/jobs")
     return JSONResponse(result)
 
 
 @api.post("/sim/jobs", status_code=202, summary="Start a simulation job; poll its status_url")
 def start_job_api(request: Request, doc: SimBody) -> JSONResponse:
-    try:
-        job = runner_of(request).submit(doc)
-    except JobLimitError as exc:
-        raise _too_many(exc) from None
+    job = runner_of(request).submit(doc)
     return JSONResponse(_job_json(job), status_code=202, headers={"Location": f"/api/v1/sim/jobs/{job.id}"})
 
 
