@@ -2,7 +2,7 @@
 
 The routes live in `plans` (permanent plan links, saving) and `deployments` (deployments,
 ledgers, diffs, export/import); `app.web.deps` holds what they share (the database on app
-state, one session per request, the write guard, domain-error mapping). This router's
+state, one session per request, the write guard). This router's
 lifespan opens the database when the server starts and disposes of it when it stops (FastAPI
 merges a router's lifespan into the app's on include).
 """
