@@ -13,61 +13,185 @@ the transforms move them (and a measured KV room) rather than reinterpret them.
 from __future__ import annotations
 
 import copy
+import dataclasses
+import functools
+import types
+import typing
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import annotated_types
+from pydantic import BaseModel
 
 from app.core.errors import InputError
 from app.core.units import GIB, MIB, parse_bytes
+from app.schemas import PlanDocument
 
 JSON = dict[str, Any]
+Kind = Literal["str", "int", "float", "size"]
 
 DEFAULT_MODEL = "llama-3.1-8b"
 DEFAULT_GPU_TOTAL = "80GiB"
 
-# query key → (document path, kind)
-FIELDS: dict[str, tuple[str, str]] = {
-    "model": ("model.catalogue", "str"),
-    "gpu_total": ("gpu.total", "size"),
-    "ranks": ("gpu.count", "int"),
-    "tp": ("layout.tp", "int"),
-    "pp": ("layout.pp", "int"),
-    "dp": ("layout.dp", "int"),
-    "util": ("engine.gpu_memory_utilization", "float"),
-    "kv_bytes": ("engine.kv_cache_memory_bytes", "size"),
-    "kv_dtype": ("engine.kv_cache_dtype", "str"),
-    "quant": ("engine.quantization", "str"),
-    "block_size": ("engine.block_size", "int"),
-    "max_model_len": ("engine.max_model_len", "int"),
-    "mnbt": ("engine.max_num_batched_tokens", "int"),
-    "max_num_seqs": ("engine.max_num_seqs", "int"),
-    "growth": ("policy.growth_reserve", "float"),
-    "reserve": ("policy.operating_reserve", "size"),
-    "live": ("policy.avg_live_tokens", "int"),
-    "vllm": ("vllm_version", "str"),
+
+@dataclass(frozen=True)
+class Knob:
+    """One what-if knob: the query key (also the form field's name), where its value lives in a
+    plan document, how it is parsed, and its default rule. Its limits are the validator's."""
+
+    key: str
+    path: str
+    kind: Kind
+    #: The default when nothing sets it: a fixed text (dropped from canonical URLs) or, with
+    #: `vllm_default`, the value vLLM picks for the plan (`app.services.plans.engine_defaults`).
+    default: str | None = None
+    vllm_default: bool = False
+    #: The `whatif` field it moves when the base has measured rows (they stay the run's).
+    whatif: str | None = None
+    #: It decides the plan's structure, and so the vLLM defaults of the others.
+    structural: bool = False
+    #: The range input's (min, max, step); within `limits` (a test asserts it).
+    slider: tuple[float, float, float] | None = None
+    #: Other document paths whose errors belong to this form field.
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def limits(self) -> Limits:
+        """The bounds the validator (`app.schemas`) puts on the knob's document field."""
+        return validator_limits(self.path)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """A field's bounds as the validator states them (None: unbounded on that side)."""
+
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False  # gt rather than ge
+    hi_open: bool = False  # lt rather than le
+
+    def admits(self, value: float) -> bool:
+        above = self.lo is None or (value > self.lo if self.lo_open else value >= self.lo)
+        below = self.hi is None or (value < self.hi if self.hi_open else value <= self.hi)
+        return above and below
+
+
+#: THE knob table. Adding a knob: one row here, one field in `app.schemas`, one core transform
+#: (for a what-if knob) and one line in `templates/partials/_plan_form.html`.
+KNOBS: tuple[Knob, ...] = (
+    Knob("model", "model.catalogue", "str", structural=True, aliases=("model",)),
+    Knob("gpu_total", "gpu.total", "size", structural=True, aliases=("gpu",)),
+    Knob("ranks", "gpu.count", "int", structural=True, aliases=("ranks",)),
+    Knob("tp", "layout.tp", "int", default="1", whatif="tp", structural=True, aliases=("layout",)),
+    Knob("pp", "layout.pp", "int", default="1", structural=True),
+    Knob("dp", "layout.dp", "int", default="1", structural=True),
+    Knob("util", "engine.gpu_memory_utilization", "float", vllm_default=True, whatif="gpu_memory_utilization",
+         slider=(0.1, 1.0, 0.01)),
+    Knob("kv_bytes", "engine.kv_cache_memory_bytes", "size"),
+    Knob("kv_dtype", "engine.kv_cache_dtype", "str", default="auto"),
+    Knob("quant", "engine.quantization", "str", whatif="quantization"),
+    Knob("block_size", "engine.block_size", "int", default="16"),
+    Knob("max_model_len", "engine.max_model_len", "int"),
+    Knob("mnbt", "engine.max_num_batched_tokens", "int", vllm_default=True, whatif="max_num_batched_tokens",
+         slider=(256, 65536, 256)),
+    Knob("max_num_seqs", "engine.max_num_seqs", "int"),
+    Knob("growth", "policy.growth_reserve", "float", default="0", slider=(0, 0.5, 0.01)),
+    Knob("reserve", "policy.operating_reserve", "size", default="0"),
+    Knob("live", "policy.avg_live_tokens", "int"),
+    Knob("vllm", "vllm_version", "str", structural=True, aliases=("vllm",)),
+)  # fmt: skip
+BY_KEY: dict[str, Knob] = {k.key: k for k in KNOBS}
+#: Every document path (and what-if path) → the knob whose form field shows its errors.
+PATH_KEYS: dict[str, str] = {
+    **{alias: k.key for k in KNOBS for alias in k.aliases},
+    **{k.path: k.key for k in KNOBS},
+    **{f"whatif.{k.whatif}": k.key for k in KNOBS if k.whatif},
+    **{k.key: k.key for k in KNOBS},
 }
-STATIC_DEFAULTS: dict[str, str] = {
-    "tp": "1",
-    "pp": "1",
-    "dp": "1",
-    "kv_dtype": "auto",
-    "block_size": "16",
-    "growth": "0",
-    "reserve": "0",
-}
-WHATIF_KEYS = {
-    "tp": "tp", "mnbt": "max_num_batched_tokens", "util": "gpu_memory_utilization", "quant": "quantization",
-}
+
+
+def _unwrap(annotation: object) -> object:
+    """`X | None` → X (the model or scalar type behind an optional field)."""
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return args[0] if len(args) == 1 else annotation
+    return annotation
+
+
+@functools.cache
+def validator_limits(path: str) -> Limits:
+    """The bounds `app.schemas.PlanDocument` puts on the field at a dotted path (gt/ge, lt/le)."""
+    model: type[BaseModel] = PlanDocument
+    *parents, name = path.split(".")
+    for part in parents:
+        inner = _unwrap(model.model_fields[part].annotation)
+        assert isinstance(inner, type) and issubclass(inner, BaseModel), path
+        model = inner
+    limits = Limits()
+    for bound in model.model_fields[name].metadata:
+        if isinstance(bound, annotated_types.Ge):
+            limits = dataclasses.replace(limits, lo=float(bound.ge))  # type: ignore[arg-type]
+        elif isinstance(bound, annotated_types.Gt):
+            limits = dataclasses.replace(limits, lo=float(bound.gt), lo_open=True)  # type: ignore[arg-type]
+        elif isinstance(bound, annotated_types.Le):
+            limits = dataclasses.replace(limits, hi=float(bound.le))  # type: ignore[arg-type]
+        elif isinstance(bound, annotated_types.Lt):
+            limits = dataclasses.replace(limits, hi=float(bound.lt), hi_open=True)  # type: ignore[arg-type]
+    return limits
 
 
 def field_for_path(path: str) -> str | None:
-    """The query key a document field path maps to (for inline form errors)."""
-    for key, (doc_path, _) in FIELDS.items():
-        if path == doc_path or path.startswith(doc_path + "."):
-            return key
-    if path.startswith("whatif."):
-        inner = path.split(".", 1)[1]
-        return next((k for k, v in WHATIF_KEYS.items() if v == inner), None)
+    """The query key a document field path maps to, for inline form errors: the knob of the
+    longest prefix of the path ("ranks[2].total" → "ranks", "whatif.tp" → "tp"); None if none."""
+    found = longest_prefix_key(path, PATH_KEYS)
+    if found is not None:
+        return found
+    return PATH_KEYS.get(path.split(".", 1)[0].split("[", 1)[0])
+
+
+def longest_prefix_key(field: str, keys: Mapping[str, str]) -> str | None:
+    """The form key of the longest prefix of a dotted/indexed path in `keys`
+    ("ramp[2]" → keys["ramp"], "engine.block_size.x" → keys["engine.block_size"]); None if none."""
+    path = field
+    while path:
+        if path in keys:
+            return keys[path]
+        cut = max(path.rfind("."), path.rfind("["))
+        if cut <= 0:
+            break
+        path = path[:cut]
     return None
+
+
+def structural(query: Mapping[str, str]) -> dict[str, str]:
+    """The keys of a what-if query that decide the plan's structure (and the base id)."""
+    return {k: v for k, v in query.items() if k == "base" or (k in BY_KEY and BY_KEY[k].structural)}
+
+
+def vllm_defaults(values: Mapping[str, float]) -> dict[str, str]:
+    """The canonical texts of the `vllm_default` knobs, from their values by document path
+    (`app.services.plans.engine_defaults`)."""
+    def text(knob: Knob, value: float) -> str:
+        return canonical_value(knob.key, str(int(value)) if knob.kind == "int" else str(value))
+
+    return {k.key: text(k, values[k.path]) for k in KNOBS if k.vllm_default and k.path in values}
+
+
+def drop_defaults(query: Mapping[str, str], defaults: Mapping[str, str]) -> dict[str, str]:
+    """The query without values equal to their default (a range input always submits one)."""
+    out = dict(query)
+    for key, default in defaults.items():
+        raw = out.get(key)
+        if raw is None:
+            continue
+        try:
+            same = canonical_value(key, raw) == default
+        except InputError:
+            same = False  # the plan reports the bad value
+        if same:
+            del out[key]
+    return out
 
 
 def canonical_size(n_bytes: int) -> str:
@@ -104,7 +228,7 @@ def _parse(key: str, kind: str, raw: str) -> object:
 
 def canonical_value(key: str, raw: str) -> str:
     """The canonical text of one query value (raises InputError naming the key)."""
-    kind = FIELDS[key][1]
+    kind = BY_KEY[key].kind
     value = _parse(key, kind, raw)
     if isinstance(value, float):
         return _canonical_float(value)
@@ -134,19 +258,20 @@ def plan_from_query(params: Mapping[str, str], base_doc: Mapping[str, object] | 
         doc["model"] = {"catalogue": DEFAULT_MODEL}
         doc["gpu"] = {"total": DEFAULT_GPU_TOTAL}
     measured = _measured_base(doc)
-    for key, (path, kind) in FIELDS.items():
+    for knob in KNOBS:
+        key = knob.key
         raw = params.get(key)
         if raw is None or raw.strip() == "":
             continue
-        value = _parse(key, kind, raw)
+        value = _parse(key, knob.kind, raw)
         if key == "model":
             doc["model"] = {"catalogue": value}
-        elif key in WHATIF_KEYS and measured:
-            _set(doc, f"whatif.{WHATIF_KEYS[key]}", value)
+        elif knob.whatif and measured:
+            _set(doc, f"whatif.{knob.whatif}", value)
         elif key in ("gpu_total", "ranks") and measured:
             continue
         else:
-            _set(doc, path, value)
+            _set(doc, knob.path, value)
     return doc
 
 
@@ -159,16 +284,20 @@ def _get(doc: Mapping[str, object], path: str) -> object:
     return node
 
 
-def query_from_plan(doc: Mapping[str, object], base: Mapping[str, object] | None = None) -> dict[str, str]:
+def query_from_plan(
+    doc: Mapping[str, object], base: Mapping[str, object] | None = None, defaults: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """The canonical flat query of a document built by plan_from_query (defaults dropped).
 
     A value is dropped when it equals what the document would have without it: the base
-    document's own value when the base states one, else the global default.
+    document's own value when the base states one, else the knob's default (its fixed text, or
+    the vLLM default given in `defaults`).
     """
     out: dict[str, str] = {}
-    for key, (path, kind) in FIELDS.items():
+    for knob in KNOBS:
+        key, path, kind = knob.key, knob.path, knob.kind
         value = _get(doc, path)
-        whatif = _get(doc, f"whatif.{WHATIF_KEYS[key]}") if key in WHATIF_KEYS else None
+        whatif = _get(doc, f"whatif.{knob.whatif}") if knob.whatif else None
         if whatif is not None:
             value = whatif
         if value is None:
@@ -179,10 +308,11 @@ def query_from_plan(doc: Mapping[str, object], base: Mapping[str, object] | None
             if _text(key, kind, reference) != text:
                 out[key] = text
             continue
-        defaults = {STATIC_DEFAULTS.get(key)}
+        defaults_of_key = {knob.default, (defaults or {}).get(key)}
         if base is None:
-            defaults |= {DEFAULT_MODEL if key == "model" else None, DEFAULT_GPU_TOTAL if key == "gpu_total" else None}
-        if text not in defaults:
+            defaults_of_key |= {DEFAULT_MODEL if key == "model" else None,
+                                DEFAULT_GPU_TOTAL if key == "gpu_total" else None}
+        if text not in defaults_of_key:
             out[key] = text
     return out
 

@@ -105,20 +105,19 @@ def build_plan(doc: PlanDocument, read_log: LogReader | None = None) -> PlanInpu
         doc = document_from_log(doc, read_log)
     model = _quantized(resolve_model(doc), doc.engine.quantization)
     version = doc.vllm_version or CURRENT_VLLM
-    rules = rules_for(version)
-    gpu_total = doc.gpu.total if doc.gpu else max((r.total or 0 for r in doc.ranks or []), default=0) or None
-    default_mnbt, default_seqs = batch_defaults(gpu_total)
+    gpu_total = _gpu_total(doc)
+    util, mnbt, seqs = _engine_settings(doc)
     engine_doc = doc.engine
     max_model_len = engine_doc.max_model_len or (model.shape.max_position_embeddings if model.shape else None)
     if max_model_len is None:
         raise InputError("engine.max_model_len", "required: the model does not state max_position_embeddings")
     engine = Engine(
-        gpu_memory_utilization=engine_doc.gpu_memory_utilization or rules.default_gpu_memory_utilization,
+        gpu_memory_utilization=util,
         kv_cache_dtype=engine_doc.kv_cache_dtype,
         block_size=engine_doc.block_size,
         max_model_len=max_model_len,
-        max_num_batched_tokens=engine_doc.max_num_batched_tokens or default_mnbt,
-        max_num_seqs=engine_doc.max_num_seqs or default_seqs,
+        max_num_batched_tokens=mnbt,
+        max_num_seqs=seqs,
         kv_cache_memory_bytes=engine_doc.kv_cache_memory_bytes,
         enforce_eager=engine_doc.enforce_eager,
         quantization=engine_doc.quantization,
@@ -139,6 +138,39 @@ def build_plan(doc: PlanDocument, read_log: LogReader | None = None) -> PlanInpu
         estimated = True
     plan = PlanInput(model, layout, engine, policy, ranks, version, gpu_total, estimated)
     return _apply_whatif(doc, plan)
+
+
+def _gpu_total(doc: PlanDocument) -> int | None:
+    return doc.gpu.total if doc.gpu else max((r.total or 0 for r in doc.ranks or []), default=0) or None
+
+
+def _engine_settings(doc: PlanDocument) -> tuple[float, int, int]:
+    """Utilization, max_num_batched_tokens and max_num_seqs: the document's own, else vLLM's
+    defaults for its version (`rules_for`) and GPU size (`batch_defaults`). The one defaults rule."""
+    rules = rules_for(doc.vllm_version or CURRENT_VLLM)
+    default_mnbt, default_seqs = batch_defaults(_gpu_total(doc))
+    engine = doc.engine
+    return (
+        engine.gpu_memory_utilization or rules.default_gpu_memory_utilization,
+        engine.max_num_batched_tokens or default_mnbt,
+        engine.max_num_seqs or default_seqs,
+    )
+
+
+def engine_defaults(doc: object) -> dict[str, float]:
+    """The engine values a plan document runs with where a what-if leaves them unset, by document
+    path: its own (or its what-if's) settings, else vLLM's defaults (`_engine_settings`)."""
+    validated = validate_plan(doc)
+    if validated.from_log is not None:
+        from app.services.evidence import document_from_log
+
+        validated = document_from_log(validated, None)
+    util, mnbt, _ = _engine_settings(validated)
+    whatif = validated.whatif
+    if whatif is not None:
+        util = whatif.gpu_memory_utilization or util
+        mnbt = whatif.max_num_batched_tokens or mnbt
+    return {"engine.gpu_memory_utilization": util, "engine.max_num_batched_tokens": float(mnbt)}
 
 
 def _quantization_notes(plan: PlanInput) -> PlanInput:

@@ -1,6 +1,6 @@
 """Canonical what-if query strings: the URL is the state of the plan page.
 
-A what-if is a flat set of keys (see KEYS). The canonical form comes from
+A what-if is a flat set of keys (see KEYS: the knob table's). The canonical form comes from
 `app.services.plan_query.query_from_plan` (defaults dropped) plus the `base` id when the plan starts from
 a stored document, with keys sorted, so that equal plans have equal URLs and a URL opened
 twice renders the same page. This module also maps an InputError's dotted field path back to
@@ -14,56 +14,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from app.services import plan_query
 
-KEYS: tuple[str, ...] = (
-    "base",
-    "model",
-    "gpu_total",
-    "ranks",
-    "tp",
-    "pp",
-    "dp",
-    "util",
-    "kv_bytes",
-    "kv_dtype",
-    "quant",
-    "block_size",
-    "max_model_len",
-    "mnbt",
-    "max_num_seqs",
-    "growth",
-    "reserve",
-    "live",
-    "vllm",
-)
-
-#: Dotted field paths of the plan document (longest prefix wins) → the flat what-if key.
-FIELD_KEYS: dict[str, str] = {
-    "base": "base",
-    "model": "model",
-    "model.kv_bytes_per_token": "model",
-    "model.config": "model",
-    "gpu": "gpu_total",
-    "gpu.total": "gpu_total",
-    "ranks": "ranks",
-    "layout.tp": "tp",
-    "layout.pp": "pp",
-    "layout.dp": "dp",
-    "layout": "tp",
-    "engine.gpu_memory_utilization": "util",
-    "engine.kv_cache_memory_bytes": "kv_bytes",
-    "engine.kv_cache_dtype": "kv_dtype",
-    "engine.quantization": "quant",
-    "engine.block_size": "block_size",
-    "engine.max_model_len": "max_model_len",
-    "engine.max_num_batched_tokens": "mnbt",
-    "engine.max_num_seqs": "max_num_seqs",
-    "policy.growth_reserve": "growth",
-    "policy.operating_reserve": "reserve",
-    "policy.avg_live_tokens": "live",
-    "vllm_version": "vllm",
-    "vllm": "vllm",
-}
-FIELD_KEYS.update({key: key for key in KEYS})
+#: The what-if keys: the base document's id, then every knob of `app.services.plan_query.KNOBS`.
+KEYS: tuple[str, ...] = ("base", *(knob.key for knob in plan_query.KNOBS))
 FIELD_KEYS_SET = frozenset(KEYS)
 
 
@@ -104,25 +56,4 @@ def field_key(field: str) -> str | None:
     """The form key an InputError's dotted path belongs to ("engine.block_size" → "block_size")."""
     if field in FIELD_KEYS_SET:
         return field
-    from_planning = plan_query.field_for_path(field)
-    if from_planning is not None:
-        return from_planning
-    found = key_for_path(field, FIELD_KEYS)
-    if found is not None:
-        return found
-    head = field.split(".", 1)[0].split("[", 1)[0]
-    return FIELD_KEYS.get(head)
-
-
-def key_for_path(field: str, keys: Mapping[str, str]) -> str | None:
-    """The form key of the longest prefix of a dotted/indexed path in `keys`
-    ("ramp[2]" → keys["ramp"], "engine.block_size.x" → keys["engine.block_size"]); None if none."""
-    path = field
-    while path:
-        if path in keys:
-            return keys[path]
-        cut = max(path.rfind("."), path.rfind("["))
-        if cut <= 0:
-            break
-        path = path[:cut]
-    return None
+    return plan_query.field_for_path(field)

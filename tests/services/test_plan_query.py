@@ -77,4 +77,5 @@ def test_bad_values_name_the_key(key: str, value: str) -> None:
 def test_field_for_path() -> None:
     assert field_for_path("engine.gpu_memory_utilization") == "util"
     assert field_for_path("whatif.max_num_batched_tokens") == "mnbt"
-    assert field_for_path("ranks[3].total") is None
+    assert field_for_path("ranks[3].total") == "ranks"  # the rank rows belong to the ranks field
+    assert field_for_path("layout.dcp") == "tp" and field_for_path("nothing.here") is None

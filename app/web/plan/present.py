@@ -15,16 +15,14 @@ from typing import Any
 from urllib.parse import quote_plus
 
 from app.core.kvspec import KV_CACHE_DTYPES
-from app.services import plans
+from app.services import plan_query, plans
 from app.web import querystring
 from app.web.formatting import gib, intcomma, ratio
 from app.web.plan import charts
 from app.web.plan.views import PlanView
 
-FORM_KEYS = (
-    "model", "gpu_total", "ranks", "vllm", "tp", "pp", "dp", "util", "mnbt", "kv_bytes",
-    "kv_dtype", "quant", "block_size", "max_model_len", "max_num_seqs", "growth", "reserve", "live",
-)
+#: The form's fields: one per knob of the knob table.
+FORM_KEYS = tuple(knob.key for knob in plan_query.KNOBS)
 BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 ERROR_CODES = frozenset(
     {"free_below_requested", "no_kv_memory", "no_memory", "manual_does_not_fit", "max_model_len_does_not_fit"}
@@ -97,6 +95,7 @@ def form_context(query: Mapping[str, str], result: Mapping[str, Any] | None, has
         tp_options = sorted({*tp_options, current_tp})
     return {
         "form": form,
+        "knobs": plan_query.BY_KEY,
         "placeholders": placeholders,
         "options": {
             "models": model_options(form["model"], has_base),

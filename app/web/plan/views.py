@@ -1,8 +1,9 @@
 """The plan page's work between a request and `app.services.plans`: what-if query → canonical plan.
 
-`plan_view` resolves the optional base document, drops slider values that equal the plan's
-effective defaults (so the canonical URL stays short although a range input always submits a
-value), builds and runs the plan, and returns the canonical query and URL. Presentation of the
+`plan_view` resolves the optional base document, decides the defaults once (the knob table's
+fixed ones and vLLM's for the plan, `plans.engine_defaults`), drops values equal to them (so the
+canonical URL stays short although a range input always submits a value), builds and runs the
+plan, and returns the canonical query and URL. Presentation of the
 result (KPIs, admission rows, the rank table, form values) lives in `present.py`.
 """
 
@@ -19,10 +20,6 @@ from app.services import plan_query, plans
 from app.services.base_documents import BaseStore
 from app.web import querystring
 
-#: Keys that decide the plan's structure and so its effective defaults.
-STRUCTURAL_KEYS = ("base", "model", "gpu_total", "ranks", "tp", "pp", "dp", "vllm")
-#: Range inputs always submit a value; equal to the effective default, it is dropped.
-SLIDER_DEFAULTS = {"util": "gpu_memory_utilization", "mnbt": "max_num_batched_tokens"}
 #: Plans with more ranks than this compute their levers in a follow-up request.
 INLINE_LEVERS_MAX_RANKS = 64
 
@@ -34,7 +31,7 @@ class PlanView:
     doc: dict[str, Any]
     base_doc: dict[str, Any] | None
     result: dict[str, Any]
-    defaults: dict[str, float]
+    defaults: dict[str, str]
 
 
 def resolve_base(query: Mapping[str, str], bases: BaseStore) -> dict[str, Any] | None:
@@ -50,40 +47,14 @@ def resolve_base(query: Mapping[str, str], bases: BaseStore) -> dict[str, Any] |
     return doc
 
 
-def effective_defaults(query: Mapping[str, str], base_doc: Mapping[str, Any] | None) -> dict[str, float]:
-    """Slider values the plan would use if the query did not set them (memoised per structure)."""
-    structure = {k: v for k, v in query.items() if k in STRUCTURAL_KEYS}
-    key = tuple(sorted(structure.items()))
-    cached = _DEFAULTS_CACHE.get(key)
-    if cached is not None:
-        return cached
+def vllm_defaults(query: Mapping[str, str], base_doc: Mapping[str, Any] | None) -> dict[str, str]:
+    """What the range inputs would hold if the query did not set them: the defaults of the plan
+    its structural keys describe (`plans.engine_defaults`, no plan is run); {} if it is invalid."""
     try:
-        engine = plans.run_plan(plan_query.plan_from_query(structure, base_doc), with_levers=False)["engine"]
+        values = plans.engine_defaults(plan_query.plan_from_query(plan_query.structural(query), base_doc))
     except InputError:
         return {}
-    defaults = {q: float(engine[e]) for q, e in SLIDER_DEFAULTS.items() if engine.get(e) is not None}
-    if len(_DEFAULTS_CACHE) >= 1024:
-        _DEFAULTS_CACHE.clear()
-    # Keyed by the structural query: base documents are content-addressed or fixed, never edited.
-    _DEFAULTS_CACHE[key] = defaults
-    return defaults
-
-
-_DEFAULTS_CACHE: dict[tuple[tuple[str, str], ...], dict[str, float]] = {}
-
-
-def _number(text: str) -> float | None:
-    try:
-        return float(text.replace(",", "").replace("_", ""))
-    except ValueError:
-        return None
-
-
-def drop_slider_defaults(query: Mapping[str, str], defaults: Mapping[str, float]) -> dict[str, str]:
-    """The query without slider values equal to their effective default."""
-    return {
-        k: v for k, v in query.items() if not (k in defaults and _number(v) == defaults[k])
-    }
+    return plan_query.vllm_defaults(values)
 
 
 #: A what-if query (its items, sorted) and whether levers were computed.
@@ -125,12 +96,12 @@ def plan_view(
     if cached is not None:
         return cached
     base_doc = resolve_base(query, bases)
-    defaults = effective_defaults(query, base_doc)
-    query = drop_slider_defaults(query, defaults)
+    defaults = vllm_defaults(query, base_doc)  # the one defaults rule, once per request
+    query = plan_query.drop_defaults(query, defaults)
     doc = plan_query.plan_from_query(query, base_doc)
     with_levers = _rank_count(doc) <= INLINE_LEVERS_MAX_RANKS if levers is None else levers
     result = plans.run_plan(doc, with_levers=with_levers)
-    canonical = canonical_query(query, doc, base_doc)
+    canonical = canonical_query(query, doc, base_doc, defaults)
     view = PlanView(canonical, querystring.page_url("/plan", canonical), doc, base_doc, result, defaults)
     if cache is not None:
         cache.put(key, view)
@@ -138,10 +109,13 @@ def plan_view(
 
 
 def canonical_query(
-    query: Mapping[str, str], doc: Mapping[str, Any], base_doc: Mapping[str, Any] | None
+    query: Mapping[str, str],
+    doc: Mapping[str, Any],
+    base_doc: Mapping[str, Any] | None,
+    defaults: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """query_from_plan's canonical query (compared with the base document's own values), plus the base id."""
-    canonical = plan_query.query_from_plan(doc, base_doc)
+    canonical = plan_query.query_from_plan(doc, base_doc, defaults)
     if "base" in query:
         canonical["base"] = query["base"]
     return canonical

@@ -22,7 +22,7 @@ from app.core.errors import InputError
 from app.core.sim.cost import CostModel
 from app.core.sim.workload import DEFAULT_OUTPUT, DEFAULT_PROMPT
 from app.core.versions import batch_defaults
-from app.services.plan_query import plan_from_query
+from app.services.plan_query import longest_prefix_key, plan_from_query
 from app.web import querystring
 
 JSON = dict[str, Any]
@@ -72,7 +72,7 @@ FIELD_KEYS: dict[str, str] = {
 
 def form_key(field: str) -> str | None:
     """The form key an InputError's field path belongs to ("ramp[2]" → "ramp"); None if none."""
-    return querystring.key_for_path(field, FIELD_KEYS)
+    return longest_prefix_key(field, FIELD_KEYS)
 
 
 def form_values(params: Iterable[tuple[str, str]]) -> dict[str, str]:
