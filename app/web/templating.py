@@ -6,14 +6,8 @@ renders only the block it needs, by calling the compiled block function from
 Every render is announced to `Templates.listeners`, so tests assert which template, block and
 context were rendered instead of matching HTML.
 
-Output escaping. Autoescaped `{{ value }}` compiles to markupsafe's `escape(value)`, which
-wraps every escaped string in a new `Markup` object (a Python-level constructor) only for the
-template to join it into the page text at once. `EscapeToText` compiles output expressions to
-`escape_text(value)` instead: the same escaping (markupsafe's own C routine, `__html__` honoured,
-nothing escaped twice) returning plain text. It applies only where a value is written to the
-output, whose buffers Jinja wraps in `Markup` itself wherever they are captured (macros,
-`{% set %}` blocks, filter blocks). On the plan page's slider fragment this is about a third of
-the render time. tests/web/test_templating.py pins the compiled form and the escaping.
+Only Jinja2's public API: a stock `jinja2.Environment` (markupsafe's own escaping) and, for a
+block, `Template.blocks[name](Template.new_context(...))` (both documented on `jinja2.Template`).
 """
 
 from __future__ import annotations
@@ -24,10 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-import markupsafe
 import orjson
-from jinja2.compiler import CodeGenerator, Frame
-from jinja2.nodes import Expr
 from markupsafe import Markup
 
 from app.web import formatting
@@ -43,39 +34,6 @@ class RenderEvent:
 
 
 Listener = Callable[[RenderEvent], None]
-
-def _escape_inner_fallback(text: str) -> str:
-    return str(markupsafe.escape(text))
-
-
-# markupsafe's C escaping routine (markupsafe 2.1+; its pure-Python twin when not compiled).
-_escape_inner: Callable[[str], str] = getattr(markupsafe, "_escape_inner", _escape_inner_fallback)
-
-
-def escape_text(value: object) -> str:
-    """markupsafe.escape(value) as plain text: `__html__` objects (Markup) are trusted as they
-    are, strings and everything else (via str) have & < > ' " replaced by entities."""
-    if type(value) is not str:
-        html = getattr(value, "__html__", None)
-        if html is not None:
-            return str(html())
-        value = str(value)
-    return _escape_inner(value)
-
-
-class EscapeToText(CodeGenerator):
-    """Compile autoescaped output expressions to `environment.escape_text(...)` (see the module doc)."""
-
-    def _output_child_pre(self, node: Expr, frame: Frame, finalize: Any) -> None:
-        if frame.eval_ctx.autoescape and not frame.eval_ctx.volatile and finalize.src is None:
-            self.write("environment.escape_text(")
-        else:
-            super()._output_child_pre(node, frame, finalize)
-
-
-class Environment(jinja2.Environment):
-    code_generator_class = EscapeToText
-    escape_text = staticmethod(escape_text)
 
 
 def json_for_html(value: object) -> Markup:
@@ -94,7 +52,7 @@ class Templates:
     """A Jinja2 environment over `templates/` plus the block renderer and the render hook."""
 
     def __init__(self, directory: Path, globals_: Mapping[str, Any] | None = None) -> None:
-        self.env = Environment(
+        self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(str(directory)),
             autoescape=True,
             undefined=jinja2.StrictUndefined,
