@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote_plus
 
+from app.core import admission as core_admission
+from app.core import kvspec
+from app.core import ledger as core_ledger
 from app.core.kvspec import KV_CACHE_DTYPES
 from app.services import plan_query, plans
 from app.web import querystring
@@ -240,6 +243,28 @@ def admission(result: Mapping[str, Any]) -> list[AdmissionRow]:
         row("stranded_bytes", "Stranded KV, all ranks", gib(result.get("stranded_bytes")),
             note="Bytes on the other ranks beyond the binding rank's blocks: they cannot hold whole tokens."),
     ]
+
+
+#: Where each admission-panel number is computed: the page's `adm-<key>` (block `results`, from
+#: `admission()` above) → this key → the core function. tests/web/test_explain_panel.py traces a
+#: page render and checks that each function runs and, for the pure ones, gives the number shown.
+COMPUTED_BY: dict[str, Callable[..., object]] = {
+    "requested_bytes": core_ledger.work_out_rank,
+    "kv_bytes": core_ledger.work_out_rank,
+    "kv_bytes_per_token": kvspec.rank_kv,
+    "page_bytes": kvspec.rank_kv,
+    "blocks": core_admission.admit,
+    "tokens": core_admission.admit,
+    "raw_tokens": core_admission.raw_tokens,
+    "schedulable_tokens": core_admission.schedulable,
+    "concurrency_ceiling": core_admission.admit,
+    "binding_limit": core_admission.admit,
+    "binding_rank": core_admission.admit,
+    "max_concurrency_at_max_model_len": core_admission.admit,
+    "vllm_kv_cache_size_tokens": core_admission.admit,
+    "fits_max_model_len": core_admission.admit,
+    "stranded_bytes": core_admission.admit,
+}
 
 
 def rank_table(result: Mapping[str, Any]) -> tuple[list[RankRow], str]:
