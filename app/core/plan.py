@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from app.core.admission import Admission, AdmissionPolicy, admit
 from app.core.budget import UniformBudget, uniform_budget
+from app.core.errors import InputError
 from app.core.estimates import EstimateContext
 from app.core.kvspec import RankKV, rank_kv, rank_kv_uniform
 from app.core.ledger import LedgerRules, RankInput, RankLedger, work_out
@@ -94,6 +95,28 @@ class PlanResult:
     admission: Admission
     budget: UniformBudget | None
     warnings: tuple[Warning, ...] = field(default=())
+
+
+def check_rank_count(layout: Layout, count: int) -> None:
+    """The stated rule for a plan's ``ranks`` against its layout (issue 17, item 18).
+
+    ``ranks`` lists GPU workers: one replica is tp × pp of them (PP stage-major, TP within a stage);
+    a list of k whole replicas is k data-parallel engines (k must be 1 or layout.dp when dp > 1).
+    Any other count — the README's old example, ``tp: 4`` with two entries — is refused naming both,
+    rather than read as a TP4 ledger of two rows.
+    """
+    per_replica = layout.tp * layout.pp
+    replicas, rest = divmod(count, per_replica)
+    if rest == 0 and replicas >= 1 and (layout.dp == 1 or replicas in (1, layout.dp)):
+        return
+    want = f"{per_replica}" if layout.dp == 1 else f"{per_replica} or {per_replica * layout.dp}"
+    raise InputError(
+        "ranks",
+        f"{count} ranks entries do not match layout tp={layout.tp} × pp={layout.pp}"
+        f"{f' × dp={layout.dp}' if layout.dp > 1 else ''}: give one entry per GPU worker ({want} entries"
+        f"{', or a multiple of ' + str(per_replica) + ' for data-parallel replicas' if layout.dp == 1 else ''}), "
+        "or set layout.tp / layout.pp to the layout that was run",
+    )
 
 
 def estimate_context(layout: Layout, engine: Engine, vllm_version: str, tp: int | None = None) -> EstimateContext:

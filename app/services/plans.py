@@ -20,7 +20,17 @@ from app.core.estimates import EstimateContext, estimate_ranks
 from app.core.kvspec import rank_kv
 from app.core.ledger import Cell, RankInput
 from app.core.model_config import shape_from_config
-from app.core.plan import Engine, Layout, ModelInput, PlanInput, PlanResult, Policy, compute, estimate_context
+from app.core.plan import (
+    Engine,
+    Layout,
+    ModelInput,
+    PlanInput,
+    PlanResult,
+    Policy,
+    check_rank_count,
+    compute,
+    estimate_context,
+)
 from app.core.report import result_to_dict
 from app.core.shape import ModelShape, online_fp8_shape
 from app.core.versions import CURRENT_VLLM, batch_defaults, rules_for
@@ -99,6 +109,8 @@ def _rank_from_doc(i: int, rank: RankDoc) -> RankInput:
 
 def build_plan(doc: PlanDocument, read_log: LogReader | None = None) -> PlanInput:
     """Resolve a validated document into the core's plan input (defaults filled in)."""
+    if doc.from_log is None and doc.ranks:
+        check_rank_count(Layout(tp=doc.layout.tp, pp=doc.layout.pp, dp=doc.layout.dp), len(doc.ranks))
     if doc.from_log is not None:
         from app.services.evidence import document_from_log
 
