@@ -70,6 +70,8 @@ class EngineDoc(_Strict):
     max_num_seqs: int | None = Field(default=None, ge=1, le=1_000_000)
     enforce_eager: bool = False
     quantization: Literal["fp8"] | None = None
+    num_gpu_blocks_override: int | None = Field(default=None, ge=1, le=100_000_000)
+    disable_hybrid_kv_cache_manager: bool = False
 
 
 class PolicyDoc(_Strict):

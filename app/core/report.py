@@ -123,6 +123,10 @@ def flags(result: PlanResult) -> list[str]:
         # TP2; vllm/model_executor/models/config.py HybridAttentionMambaModelConfig): passing the
         # smaller size would be overridden, and 0.10.2's --block-size choices refuse 544.
         out.append(f"--block-size {engine.block_size}")
+    if engine.num_gpu_blocks_override is not None:
+        out.append(f"--num-gpu-blocks-override {engine.num_gpu_blocks_override}")
+    if engine.disable_hybrid_kv_cache_manager:
+        out.append("--disable-hybrid-kv-cache-manager")
     if engine.enforce_eager:
         out.append("--enforce-eager")
     return out
@@ -170,6 +174,8 @@ def result_to_dict(result: PlanResult, levers: list[JSON] | None = None) -> JSON
             "max_num_seqs": plan.engine.max_num_seqs,
             "enforce_eager": plan.engine.enforce_eager,
             "quantization": plan.engine.quantization,
+            "num_gpu_blocks_override": plan.engine.num_gpu_blocks_override,
+            "disable_hybrid_kv_cache_manager": plan.engine.disable_hybrid_kv_cache_manager,
         },
         "policy": {
             "growth_reserve": plan.policy.growth_reserve,

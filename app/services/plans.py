@@ -133,6 +133,8 @@ def build_plan(doc: PlanDocument, read_log: LogReader | None = None) -> PlanInpu
         kv_cache_memory_bytes=engine_doc.kv_cache_memory_bytes,
         enforce_eager=engine_doc.enforce_eager,
         quantization=engine_doc.quantization,
+        num_gpu_blocks_override=engine_doc.num_gpu_blocks_override,
+        disable_hybrid_kv_cache_manager=engine_doc.disable_hybrid_kv_cache_manager,
     )
     layout = Layout(tp=doc.layout.tp, pp=doc.layout.pp, dp=doc.layout.dp, dcp=doc.layout.dcp)
     policy = Policy(

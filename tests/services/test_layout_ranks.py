@@ -32,7 +32,10 @@ def test_mismatch_is_refused_naming_both(tp: int, pp: int, dp: int, n: int) -> N
     assert f"{n} ranks entries" in err.value.message and f"tp={tp}" in err.value.message
 
 
-@pytest.mark.parametrize(("tp", "pp", "dp", "n"), [(4, 1, 1, 4), (2, 2, 1, 4), (2, 1, 3, 6), (2, 1, 3, 2), (1, 1, 1, 3)])
+WHOLE = [(4, 1, 1, 4), (2, 2, 1, 4), (2, 1, 3, 6), (2, 1, 3, 2), (1, 1, 1, 3)]
+
+
+@pytest.mark.parametrize(("tp", "pp", "dp", "n"), WHOLE)
 def test_whole_replicas_are_accepted(tp: int, pp: int, dp: int, n: int) -> None:
     result = run_plan(doc(tp, n, pp, dp), with_levers=False)
     assert len(result["ranks"]) == n
