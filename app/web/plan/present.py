@@ -255,7 +255,7 @@ COMPUTED_BY: dict[str, Callable[..., object]] = {
     "page_bytes": kvspec.rank_kv,
     "blocks": core_admission.admit,
     "tokens": core_admission.admit,
-    "raw_tokens": core_admission.raw_tokens,
+    "raw_tokens": kvspec.RankKV.raw_tokens,
     "schedulable_tokens": core_admission.schedulable,
     "concurrency_ceiling": core_admission.admit,
     "binding_limit": core_admission.admit,
