@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import quote_plus
 
 from app.core import admission as core_admission
-from app.core import kvspec
+from app.core import kvrank, kvspec
 from app.core import ledger as core_ledger
 from app.core.kvspec import KV_CACHE_DTYPES
 from app.services import plan_query, plans
@@ -255,7 +255,7 @@ COMPUTED_BY: dict[str, Callable[..., object]] = {
     "page_bytes": kvspec.rank_kv,
     "blocks": core_admission.admit,
     "tokens": core_admission.admit,
-    "raw_tokens": kvspec.RankKV.raw_tokens,
+    "raw_tokens": kvrank.RankKV.raw_tokens,
     "schedulable_tokens": core_admission.schedulable,
     "concurrency_ceiling": core_admission.admit,
     "binding_limit": core_admission.admit,
