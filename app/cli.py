@@ -126,9 +126,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from app.services.plans import run_plan
 
     doc = read_json(args.file, "plan document")
-    result = run_plan(doc, read_log=lambda p: read_text(p, "log file"))
+    result = run_plan(doc, read_log=lambda p: read_text(p, "log file"), check=args.check)
     print(json.dumps(result, indent=2) if args.json else _plan_table(result))
-    return 0
+    if not args.check:
+        return 0
+    failed = [c for c in result["checks"] if not c["ok"]]
+    if not args.json:
+        for c in failed:
+            print(f"CHECK FAILED {c['check']}: {c['reason']}")
+        print(f"checks: {len(result['checks']) - len(failed)} of {len(result['checks'])} pass")
+    return 1 if failed else 0
 
 
 def cmd_kv_bytes(args: argparse.Namespace) -> int:
@@ -256,6 +263,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="compute a plan document (JSON file or - for stdin)")
     p.add_argument("file")
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--check", action="store_true",
+        help="gate a deployment: exit 1 with the reasons when a rank will not start, max_model_len does not fit "
+        "or a policy reserve is breached",
+    )
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("kv-bytes", help="per-rank KV bytes per token of a config.json")

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from app.core.checks import plan_checks
 from app.core.errors import InputError
 from app.core.estimates import EstimateContext, estimate_ranks
 from app.core.kvspec import rank_kv
@@ -299,8 +300,8 @@ def _lever_json(lv: Lever) -> JSON:
     }
 
 
-def run_plan(doc: object, read_log: LogReader | None = None, with_levers: bool = True) -> JSON:
-    """Validate, resolve and compute a plan document; the JSON result."""
+def run_plan(doc: object, read_log: LogReader | None = None, with_levers: bool = True, check: bool = False) -> JSON:
+    """Validate, resolve and compute a plan document; the JSON result (with ``checks`` when asked)."""
     plan = build_plan(validate_plan(doc), read_log)
     try:
         result = compute(plan)
@@ -310,6 +311,9 @@ def run_plan(doc: object, read_log: LogReader | None = None, with_levers: bool =
     lever_json = [_lever_json(lv) for lv in levers(lever_plan(result), tps)] if with_levers else []
     out = result_to_dict(result, lever_json)
     out["allowed_tp"] = list(tps)
+    if check:
+        out["checks"] = plan_checks(result)
+        out["checks_pass"] = all(c["ok"] for c in out["checks"])
     return out
 
 

@@ -142,3 +142,16 @@ def test_pasted_log_larger_than_one_mib_is_accepted(client: TestClient) -> None:
     response = client.post("/api/v1/import/log", data={"text": padding + text})
     assert response.status_code == 200
     assert len(response.json()["runs"][0]["ranks"]) == 4
+
+
+def test_plan_check_true_adds_the_checks_list(client: TestClient) -> None:
+    # issue 17, item 10: POST /api/v1/plan?check=true gates a deployment like `kvledger plan --check`
+    engine = {"max_model_len": 8192, "kv_cache_memory_bytes": "1 TiB"}
+    doc = {"model": {"kv_bytes_per_token": 131072}, "engine": engine,
+           "ranks": [{"total": "80 GiB", "weights": "18 GiB", "non_torch": "2 GiB", "activation": "3 GiB"}]}
+    body = client.post("/api/v1/plan?check=true", json=doc).json()
+    assert body["checks_pass"] is False and body["url"]
+    assert [c["check"] for c in body["checks"] if not c["ok"]] == ["rank_starts"]
+    assert "checks" not in client.post("/api/v1/plan", json=doc).json()
+    operation = client.get("/openapi.json").json()["paths"]["/api/v1/plan"]["post"]
+    assert "check" in {p["name"] for p in operation["parameters"]}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, File, Form, Request, UploadFile
+from fastapi import APIRouter, Body, File, Form, Query, Request, UploadFile
 from fastapi.responses import JSONResponse
 
 from app.core.errors import InputError
@@ -43,12 +43,21 @@ def shareable_url(doc: dict[str, Any], result: dict[str, Any], bases: BaseStore)
 
 
 @router.post("/plan", summary="Compute a plan document; the result plus its shareable URL")
-async def post_plan(request: Request, doc: PlanBody) -> JSONResponse:
-    return JSONResponse(await cpu.run(request, _plan_with_url, doc, request.app.state.bases))
+async def post_plan(
+    request: Request,
+    doc: PlanBody,
+    check: Annotated[
+        bool, Query(description="add `checks` (rank starts, max_model_len fits, reserves) and `checks_pass`")
+    ] = False,
+) -> JSONResponse:
+    return JSONResponse(await cpu.run(request, _plan_with_url, doc, request.app.state.bases, check))
 
 
-def _plan_with_url(doc: dict[str, Any], bases: BaseStore) -> dict[str, Any]:
-    result = plans.run_plan(doc)
+def _plan_with_url(doc: dict[str, Any], bases: BaseStore, check: bool = False) -> dict[str, Any]:
+    result = plans.run_plan(doc, check=check)
+    if check:
+        checked = {k: result.pop(k) for k in ("checks", "checks_pass")}
+        return {**result, "url": shareable_url(doc, result, bases), **checked}
     return {**result, "url": shareable_url(doc, result, bases)}
 
 
