@@ -11,6 +11,7 @@ from app.core.budget import UniformBudget
 from app.core.explain import explain
 from app.core.ledger import Cell, RankLedger
 from app.core.plan import PlanResult
+from app.core.vllm_flags import flag_strings, plan_flags
 
 JSON = dict[str, Any]
 
@@ -94,42 +95,8 @@ def budget_json(budget: UniformBudget | None, result: PlanResult) -> JSON | None
 
 
 def flags(result: PlanResult) -> list[str]:
-    """The vLLM command-line flags that deploy this plan."""
-    plan, engine = result.plan, result.plan.engine
-    out = []
-    if plan.model.name:
-        out.append(f"--model {plan.model.name}")
-    if plan.layout.tp > 1:
-        out.append(f"--tensor-parallel-size {plan.layout.tp}")
-    if plan.layout.pp > 1:
-        out.append(f"--pipeline-parallel-size {plan.layout.pp}")
-    if plan.layout.dp > 1:
-        out.append(f"--data-parallel-size {plan.layout.dp}")
-    if plan.layout.dcp > 1:
-        out.append(f"--decode-context-parallel-size {plan.layout.dcp}")
-    if engine.kv_cache_memory_bytes is not None:
-        out.append(f"--kv-cache-memory-bytes {engine.kv_cache_memory_bytes}")
-    else:
-        out.append(f"--gpu-memory-utilization {engine.gpu_memory_utilization}")
-    out.append(f"--max-model-len {engine.max_model_len}")
-    out.append(f"--max-num-batched-tokens {engine.max_num_batched_tokens}")
-    out.append(f"--max-num-seqs {engine.max_num_seqs}")
-    if engine.kv_cache_dtype != "auto":
-        out.append(f"--kv-cache-dtype {engine.kv_cache_dtype}")
-    if engine.quantization is not None:
-        out.append(f"--quantization {engine.quantization}")
-    if result.rkv.block_size == engine.block_size:
-        # A hybrid Mamba model's attention block is raised by vLLM itself (to 544 for Qwen3-Next at
-        # TP2; vllm/model_executor/models/config.py HybridAttentionMambaModelConfig): passing the
-        # smaller size would be overridden, and 0.10.2's --block-size choices refuse 544.
-        out.append(f"--block-size {engine.block_size}")
-    if engine.num_gpu_blocks_override is not None:
-        out.append(f"--num-gpu-blocks-override {engine.num_gpu_blocks_override}")
-    if engine.disable_hybrid_kv_cache_manager:
-        out.append("--disable-hybrid-kv-cache-manager")
-    if engine.enforce_eager:
-        out.append("--enforce-eager")
-    return out
+    """The vLLM command-line flags that deploy this plan (from the one mapping in app.core.vllm_flags)."""
+    return flag_strings(plan_flags(result))
 
 
 def result_to_dict(result: PlanResult, levers: list[JSON] | None = None) -> JSON:
@@ -209,6 +176,7 @@ def result_to_dict(result: PlanResult, levers: list[JSON] | None = None) -> JSON
         "will_start": all(lg.will_start for lg in result.ledgers) and adm.fits_max_model_len,
         "uniform_budget": budget_json(result.budget, result),
         "flags": flags(result),
+        "vllm_args": [{"flag": flag, "value": value} for flag, value in plan_flags(result)],
         "warnings": [{"code": w.code, "message": w.message, "rank": w.rank} for w in result.warnings],
         "explain": explain(result),
         "levers": levers if levers is not None else [],

@@ -1,0 +1,246 @@
+"""Read a `vllm serve` command line, a Kubernetes `args:` list or a vLLM `--config` YAML into a plan.
+
+The command is split as a POSIX shell would (`shlex`, line continuations joined, `#` comments
+and leading `VAR=value` assignments dropped, stopping at `;`, `&`, `|`, `>`), then read the way
+vLLM's `FlexibleArgumentParser.parse_args` reads it (vllm/utils/argparse_utils.py, commit
+28be48fa944d): after `serve` the first positional is the model (`--model X` is moved there),
+`--long_flag` is `--long-flag`, `--flag=value` is `--flag value`. The flags the plan takes are
+`app.core.vllm_flags.PLAN_FLAGS`; every other flag vLLM has (app/data/vllm_flags.json) is kept
+in `other_flags`, and a flag vLLM does not have in `unknown_flags` — none is dropped silently.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from app.core.errors import InputError
+from app.core.vllm_flags import BY_FLAG, MODEL_FLAG, PlanFlag, vllm_flag_table
+from app.ingest.vllm_serve_values import ServeValueError, model_match, plan_value
+
+EXPECTED = ("expected a vLLM command line: `vllm serve MODEL [flags]`, "
+            "`python -m vllm.entrypoints.openai.api_server --model MODEL [flags]`, "
+            "the vllm/vllm-openai image's arguments, or a list of such arguments")
+_ENTRYPOINT = re.compile(r"^vllm\.entrypoints\.(openai\.)?api_server$")
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_STOP = frozenset({";", "&", "&&", "|", "||", ">", ">>", "&>", "&>>", "<", "(", ")"})
+
+
+@dataclass
+class ServeReading:
+    """What a vLLM command line says about the plan, and everything else it says."""
+
+    model: str | None = None
+    catalogue: str | None = None
+    layout: dict[str, Any] = field(default_factory=dict)
+    engine: dict[str, Any] = field(default_factory=dict)
+    other_flags: list[dict[str, Any]] = field(default_factory=list)
+    unknown_flags: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def document(self) -> dict[str, Any]:
+        """The plan-document sections the command fills (model only when it names one we know)."""
+        doc: dict[str, Any] = {}
+        if self.catalogue is not None:
+            doc["model"] = {"catalogue": self.catalogue}
+        if self.layout:
+            doc["layout"] = dict(self.layout)
+        if self.engine:
+            doc["engine"] = dict(self.engine)
+        return doc
+
+    def as_json(self) -> dict[str, Any]:
+        return {"model": self.model, "catalogue": self.catalogue, "document": self.document(),
+                "other_flags": self.other_flags, "unknown_flags": self.unknown_flags, "notes": self.notes}
+
+
+def split_command(command: str) -> list[str]:
+    """Shell words of one command (continuations joined, comments dropped, up to an operator)."""
+    text = re.sub(r"\\\r?\n", " ", command)
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    lexer.commenters = "#"
+    try:
+        words = list(lexer)
+    except ValueError as exc:  # "No closing quotation"
+        raise InputError("serve", f"the command line does not split into words ({exc}); {EXPECTED}") from None
+    out: list[str] = []
+    for word in words:
+        if word in _STOP:
+            if any(w for w in out if not _ASSIGNMENT.match(w)):
+                break
+            out = []
+            continue
+        out.append(word)
+    return out
+
+
+def _vllm_args(words: list[str]) -> list[str] | None:
+    """The arguments after vLLM's program name in `words`, or None when `words` is not vLLM's."""
+    for i, word in enumerate(words):
+        base = word.rsplit("/", 1)[-1]
+        if base == "vllm" and i + 1 < len(words) and words[i + 1] == "serve":
+            return words[i + 2:]
+        if word == "-m" and i + 1 < len(words) and _ENTRYPOINT.match(words[i + 1]):
+            return words[i + 2:]
+        if "vllm-openai" in word or base.startswith("vllm-openai"):  # docker run … vllm/vllm-openai:TAG args
+            return words[i + 1:]
+    return None
+
+
+def command_args(command: str | Sequence[str], where: str = "serve") -> list[str]:
+    """vLLM's arguments from a command string or list (a Kubernetes `command` + `args`, or `args`)."""
+    if isinstance(command, str):
+        words = [w for w in split_command(command)]
+    elif all(isinstance(w, str) for w in command):
+        words = [w for part in command for w in ([part] if not part.startswith("vllm serve") else part.split())]
+    else:
+        raise InputError(where, f"a list of strings, got {command!r:.80}; {EXPECTED}")
+    while words and _ASSIGNMENT.match(words[0]):
+        words.pop(0)
+    args = _vllm_args(words)
+    if args is not None:
+        return args
+    if words and words[0].startswith("-"):
+        return words  # an args list on its own (a Kubernetes args: under the vllm image)
+    shown = " ".join(words[:3]) or "(empty)"
+    raise InputError(where, f"{shown!r} is not a vLLM command; {EXPECTED}")
+
+
+def _normal(flag: str) -> str:
+    """`--max_model_len` → `--max-model-len` (FlexibleArgumentParser: only the part before a dot)."""
+    if not flag.startswith("--"):
+        return flag
+    head, dot, tail = flag[2:].partition(".")
+    return "--" + head.replace("_", "-") + dot + tail
+
+
+def _split_tokens(args: list[str]) -> list[tuple[str | None, str | None]]:
+    """(flag, value) pairs in order; a positional is (None, value); a bare flag (flag, None)."""
+    table = vllm_flag_table()
+    out: list[tuple[str | None, str | None]] = []
+    i = 0
+    while i < len(args):
+        word = args[i]
+        i += 1
+        if not word.startswith("-") or word == "-" or re.fullmatch(r"-\d.*", word):
+            out.append((None, word))
+            continue
+        flag, eq, value = word.partition("=")
+        flag = _normal(flag)
+        if eq:
+            out.append((flag, value))
+            continue
+        spec = table.get(flag.split(".")[0]) or (table.get("--" + flag[5:]) if flag.startswith("--no-") else None)
+        takes = spec.arity == "value" if spec is not None else True
+        if flag.startswith("--no-") and spec is not None and flag not in table:
+            takes = False
+        nxt = args[i] if i < len(args) else None
+        wants = takes or (spec is not None and spec.arity == "optional")
+        if wants and nxt is not None and (not nxt.startswith("-") or re.fullmatch(r"-\d.*", nxt)):
+            out.append((flag, nxt))
+            i += 1
+            continue
+        out.append((flag, None))
+    return out
+
+
+def read_serve(command: str | Sequence[str], where: str = "serve") -> ServeReading:
+    """Read a vLLM command line (see the module docstring); InputError when it is not vLLM's."""
+    return read_args(command_args(command, where), where)
+
+
+def read_args(args: list[str], where: str = "serve") -> ServeReading:
+    reading = ServeReading()
+    table = vllm_flag_table()
+    for flag, value in _split_tokens(args):
+        if flag is None:
+            if reading.model is None:
+                reading.model = value
+            else:
+                reading.unknown_flags.append({"flag": None, "value": value, "why": "a second positional argument"})
+            continue
+        if flag == MODEL_FLAG:
+            reading.model = value
+            continue
+        spec = table.get(flag.split(".")[0])
+        negated = spec is None and flag.startswith("--no-") and ("--" + flag[5:]) in table
+        canonical = (table["--" + flag[5:]] if negated else spec)
+        if canonical is None:
+            reading.unknown_flags.append({"flag": flag, "value": value, "why": "not a flag of vllm serve"})
+            continue
+        plan_flag = BY_FLAG.get(canonical.name)
+        if plan_flag is None or "." in flag:
+            reading.other_flags.append({"flag": flag, "value": value, "vllm_flag": canonical.name,
+                                        "removed_from_vllm": canonical.removed})
+            continue
+        _take(reading, plan_flag, "false" if negated else value, flag, where)
+    _match_model(reading)
+    return reading
+
+
+def _take(reading: ServeReading, spec: PlanFlag, value: str | None, given: str, where: str) -> None:
+    try:
+        parsed = plan_value(spec, value)
+    except ServeValueError as exc:
+        if exc.keep:
+            reading.other_flags.append({"flag": given, "value": value, "vllm_flag": spec.flag,
+                                        "removed_from_vllm": False})
+            reading.notes.append(f"{given} {value}: {exc}")
+            return
+        raise InputError(f"{where} {given}", str(exc)) from None
+    if parsed is None:
+        reading.notes.append(f"{given} {value}: left to vLLM's default (the plan derives it)")
+        return
+    (reading.layout if spec.section == "layout" else reading.engine)[spec.key] = parsed
+
+
+def _match_model(reading: ServeReading) -> None:
+    if reading.model is None:
+        reading.notes.append("the command names no model (give one: `vllm serve MODEL`)")
+        return
+    slug, note = model_match(reading.model)
+    reading.catalogue = slug
+    if note:
+        reading.notes.append(note)
+
+
+def read_vllm_config(text: str, where: str = "vllm_config") -> ServeReading:
+    """A vLLM `--config` YAML file (flag names as keys); InputError when it is not one."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise InputError(where, f"the YAML does not parse{at}; expected vLLM's --config file: "
+                                "a mapping of flag names to values (e.g. `tensor-parallel-size: 4`)") from None
+    if not isinstance(data, dict):
+        raise InputError(where, f"expected vLLM's --config file: a YAML mapping of flag names to values, "
+                                f"got {type(data).__name__}")
+    return read_args(config_args(data), where)
+
+
+def config_args(data: dict[Any, Any]) -> list[str]:
+    """vLLM's `FlexibleArgumentParser.load_config_file` (vllm/utils/argparse_utils.py): `key: true`
+    → `--key`, `key: false` → nothing, lists → `--key a b`, mappings → `--key JSON`."""
+    import json
+
+    args: list[str] = []
+    for key, value in data.items():
+        flag = "--" + str(key)
+        if isinstance(value, bool):
+            if value:
+                args.append(flag)
+        elif isinstance(value, list):
+            if value:
+                args.extend([flag, *(str(v) for v in value)])
+        elif isinstance(value, dict):
+            args.extend([flag, json.dumps(value)])
+        else:
+            args.extend([flag, str(value)])
+    return args
