@@ -16,7 +16,7 @@ from app.core.errors import InputError
 from app.core.exports import FORMATS, ExportError, export, pairs_of
 from app.core.vllm_flags import PLAN_FLAGS, args_list, vllm_flag_table
 from app.ingest.vllm_serve import read_serve, read_vllm_config
-from app.planning import run_plan
+from app.services.plans import run_plan
 
 DNS_1123 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 BASE = {"gpu": {"total": "80 GiB"}, "vllm_version": "0.11.0"}
