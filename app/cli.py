@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from app.core.errors import InputError
+from app.core.exports import FORMATS
 from app.core.units import fmt_bytes
 
 MAX_INPUT_BYTES = 20 * 1024 * 1024
@@ -237,6 +238,35 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from app.services.deploy import export_plan
+
+    doc = read_json(args.plan, "plan document")
+    sys.stdout.write(export_plan(doc, args.format).text)
+    return 0
+
+
+def cmd_import_metrics(args: argparse.Namespace) -> int:
+    from app.services.deploy import import_metrics
+
+    plan = read_json(args.plan, "plan document") if args.plan else None
+    out = import_metrics(read_text(args.file, "metrics file"), plan)
+    if args.json:
+        emit(out)
+        return 0
+    for rep in out["replicas"]:
+        where = ", ".join(f"{k}={v}" for k, v in rep["replica"].items()) or "the engine"
+        usage = "?" if rep["kv_cache_usage"] is None else f"{rep['kv_cache_usage']:.1%}"
+        line = (f"{where} ({rep['model_name'] or 'model not named'}): {rep['num_gpu_blocks'] or '?'} blocks of "
+                f"{rep['block_size'] or '?'} tokens, KV usage {usage}")
+        if rep.get("plan"):
+            line += f"; plan predicts {rep['plan']['predicted_blocks']} blocks"
+        print(line)
+    for gpu in out["gpus"]:
+        print(f"GPU {gpu['gpu']} {gpu['name'] or ''}: free {fmt_bytes(gpu['free_bytes'] or 0)}")
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from app.settings import Settings
     from app.web.app import serve
@@ -307,6 +337,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_simulate)
+
+    p = sub.add_parser("export", help="a plan in a deploy format: vllm serve, vLLM --config YAML, KServe, Helm, CSV")
+    p.add_argument("plan", help="plan document (JSON file or - for stdin)")
+    p.add_argument("--format", required=True, choices=FORMATS)
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("import-metrics", help="read vLLM's /metrics text or DCGM exporter metrics (file or -)")
+    p.add_argument("file")
+    p.add_argument("--plan", help="a plan document to put the measured blocks beside")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_import_metrics)
 
     p = sub.add_parser("serve", help="run the dashboard")
     p.add_argument("--host", default="127.0.0.1")

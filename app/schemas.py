@@ -13,6 +13,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from app.core.errors import InputError
 from app.core.units import parse_bytes
+from app.ingest.vllm_serve import fill_from_serve
 
 
 def _size(value: object) -> int:
@@ -128,6 +129,10 @@ class PlanDocument(_Strict):
     log_run: int = Field(default=0, ge=0)
     whatif: WhatIfDoc | None = None
     title: str | None = Field(default=None, max_length=200)
+    # A `vllm serve` command line (or its args list) / a vLLM --config YAML: fills model, layout and
+    # engine (app.ingest.vllm_serve.fill_from_serve, run by validate_plan before this model).
+    serve: str | list[str] | None = Field(default=None, max_length=1000)
+    vllm_config: str | None = Field(default=None, max_length=100_000)
 
     @model_validator(mode="after")
     def _has_memory(self) -> PlanDocument:
@@ -156,8 +161,9 @@ def validate_plan(doc: object) -> PlanDocument:
         return doc
     if not isinstance(doc, Mapping):
         raise InputError("", f"a plan document must be a JSON object, got {type(doc).__name__}")
+    filled = fill_from_serve(doc) if "serve" in doc or "vllm_config" in doc else dict(doc)
     try:
-        return PlanDocument.model_validate(dict(doc))
+        return PlanDocument.model_validate(filled)
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +28,7 @@ EXPECTED = ("expected a vLLM command line: `vllm serve MODEL [flags]`, "
             "the vllm/vllm-openai image's arguments, or a list of such arguments")
 _ENTRYPOINT = re.compile(r"^vllm\.entrypoints\.(openai\.)?api_server$")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+MAX_COMMAND_CHARS = 100_000
 _STOP = frozenset({";", "&", "&&", "|", "||", ">", ">>", "&>", "&>>", "<", "(", ")"})
 
 
@@ -46,8 +47,8 @@ class ServeReading:
     def document(self) -> dict[str, Any]:
         """The plan-document sections the command fills (model only when it names one we know)."""
         doc: dict[str, Any] = {}
-        if self.catalogue is not None:
-            doc["model"] = {"catalogue": self.catalogue}
+        if self.catalogue is not None:  # the name served stays the one the command gives
+            doc["model"] = {"catalogue": self.catalogue, "name": self.model}
         if self.layout:
             doc["layout"] = dict(self.layout)
         if self.engine:
@@ -244,3 +245,58 @@ def config_args(data: dict[Any, Any]) -> list[str]:
         else:
             args.extend([flag, str(value)])
     return args
+
+
+def reading_of_document(doc: Mapping[str, Any]) -> ServeReading | None:
+    """The reading of a plan document's `serve` (command string or list) or `vllm_config` (YAML text)."""
+    serve, config = doc.get("serve"), doc.get("vllm_config")
+    if serve is not None and config is not None:
+        raise InputError("serve", "give serve (a command line) or vllm_config (its --config YAML), not both")
+    if serve is not None:
+        if not isinstance(serve, str | list) or (isinstance(serve, str) and len(serve) > MAX_COMMAND_CHARS):
+            raise InputError("serve", f"a command line (string, at most {MAX_COMMAND_CHARS:,} characters) or a "
+                                      "list of arguments")
+        return read_serve(serve, "serve")
+    if config is not None:
+        if not isinstance(config, str) or len(config) > MAX_COMMAND_CHARS:
+            raise InputError("vllm_config", f"the text of a vLLM --config YAML file (at most {MAX_COMMAND_CHARS:,} "
+                                            "characters)")
+        return read_vllm_config(config, "vllm_config")
+    return None
+
+
+def fill_from_serve(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The plan document with `serve`/`vllm_config` filling model, layout and engine; fields the
+    document states itself win. InputError when the command names no model the plan can size."""
+    reading = reading_of_document(doc)
+    out = dict(doc)
+    if reading is None:
+        return out
+    filled = reading.document()
+    for section in ("layout", "engine"):
+        given = doc.get(section)
+        if section in filled or given is not None:
+            out[section] = {**filled.get(section, {}), **(given if isinstance(given, Mapping) else {})}
+    if doc.get("model") is None and "model" in filled:
+        out["model"] = filled["model"]
+    if out.get("model") is None and doc.get("from_log") is None:
+        field_name = "serve" if doc.get("serve") is not None else "vllm_config"
+        why = next((n for n in reading.notes if "model" in n), "the command names no model")
+        raise InputError(field_name, why)
+    return out
+
+
+def serve_notes(doc: Mapping[str, Any]) -> list[str]:
+    """What the plan did not take from the document's command line, in words (for the plan's notes)."""
+    reading = reading_of_document(doc)
+    if reading is None:
+        return []
+    notes = list(reading.notes)
+    if reading.other_flags:
+        shown = ", ".join(f["flag"] for f in reading.other_flags[:12])
+        more = f" and {len(reading.other_flags) - 12} more" if len(reading.other_flags) > 12 else ""
+        notes.append(f"vLLM flags the plan does not model (kept for deployment): {shown}{more}")
+    if reading.unknown_flags:
+        shown = ", ".join(str(f["flag"] or f["value"]) for f in reading.unknown_flags[:12])
+        notes.append(f"not flags of vllm serve (check the spelling): {shown}")
+    return notes

@@ -36,6 +36,7 @@ from app.core.report import result_to_dict
 from app.core.shape import ModelShape, online_fp8_shape
 from app.core.versions import CURRENT_VLLM, batch_defaults, rules_for
 from app.core.whatif import Lever, levers, set_engine, set_max_num_batched_tokens, set_quantization, set_tp
+from app.ingest.vllm_serve import serve_notes
 from app.schemas import PlanDocument, RankDoc, validate_plan
 
 JSON = dict[str, Any]
@@ -151,7 +152,10 @@ def build_plan(doc: PlanDocument, read_log: LogReader | None = None) -> PlanInpu
     else:
         ranks = _estimated_ranks(doc, model, layout, engine, version)
         estimated = True
-    plan = PlanInput(model, layout, engine, policy, ranks, version, gpu_total, estimated)
+    notes: tuple[str, ...] = ()
+    if doc.serve is not None or doc.vllm_config is not None:
+        notes = tuple(serve_notes(doc.model_dump(include={"serve", "vllm_config"}, exclude_none=True)))
+    plan = PlanInput(model, layout, engine, policy, ranks, version, gpu_total, estimated, notes)
     return _apply_whatif(doc, plan)
 
 

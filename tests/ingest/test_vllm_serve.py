@@ -18,7 +18,8 @@ def _flags(items: list[dict[str, Any]]) -> list[tuple[str | None, str | None]]:
 
 def test_issue_example() -> None:
     r = read_serve("vllm serve meta-llama/Llama-3.1-70B-Instruct -tp 4 --max-model-len 32768")
-    assert r.document() == {"model": {"catalogue": "llama-3.1-70b"}, "layout": {"tp": 4},
+    assert r.document() == {"model": {"catalogue": "llama-3.1-70b", "name": "meta-llama/Llama-3.1-70B-Instruct"},
+                            "layout": {"tp": 4},
                             "engine": {"max_model_len": 32768}}
     assert r.other_flags == [] and r.unknown_flags == []
 
@@ -81,7 +82,8 @@ def test_unsloth_70b_tp8_background_job() -> None:
     r = read_serve("vllm serve unsloth/Llama-3.1-70B-Instruct \\\n  --disable-log-requests \\\n"
                    "  --no-enable-prefix-caching \\\n  --port 8001 \\\n  --tensor-parallel-size 8 \\\n"
                    "  --enable-sleep-mode &\n\nvllm serve unsloth/Llama-3.3-70B-Instruct --port 8002")
-    assert r.document() == {"model": {"catalogue": "llama-3.1-70b"}, "layout": {"tp": 8}}
+    assert r.document() == {"model": {"catalogue": "llama-3.1-70b", "name": "unsloth/Llama-3.1-70B-Instruct"},
+                            "layout": {"tp": 8}}
     assert ("--no-enable-prefix-caching", None) in _flags(r.other_flags)
     assert any("unsloth/Llama-3.1-70B-Instruct" in n and "variant" in n for n in r.notes)
 
@@ -114,7 +116,7 @@ def test_kubernetes_args_list_and_aliases() -> None:
             "--kv-cache-memory-bytes", "20G", "--decode-context-parallel-size", "2", "--frobnicate", "7"]
     r = read_serve(args)
     assert r.document() == {
-        "model": {"catalogue": "qwen3-8b"}, "layout": {"tp": 2, "pp": 2, "dcp": 2},
+        "model": {"catalogue": "qwen3-8b", "name": "Qwen/Qwen3-8B"}, "layout": {"tp": 2, "pp": 2, "dcp": 2},
         "engine": {"max_model_len": 32000, "max_num_batched_tokens": 2048, "kv_cache_dtype": "fp8",
                    "block_size": 32, "enforce_eager": True, "quantization": "fp8",
                    "kv_cache_memory_bytes": 20 * 2**30}}
@@ -123,7 +125,7 @@ def test_kubernetes_args_list_and_aliases() -> None:
 
 def test_command_and_args_list_from_a_pod_spec() -> None:
     r = read_serve(["vllm", "serve", "Qwen/Qwen3-14B", "--tensor-parallel-size=2", "--max-model-len", "auto"])
-    assert r.document() == {"model": {"catalogue": "qwen3-14b"}, "layout": {"tp": 2}}
+    assert r.document() == {"model": {"catalogue": "qwen3-14b", "name": "Qwen/Qwen3-14B"}, "layout": {"tp": 2}}
     assert any("left to vLLM's default" in n for n in r.notes)
 
 
@@ -139,7 +141,8 @@ compilation-config:
 port: 8000
 """
     r = read_vllm_config(text)
-    assert r.document() == {"model": {"catalogue": "llama-3.1-8b"}, "layout": {"tp": 2},
+    assert r.document() == {"model": {"catalogue": "llama-3.1-8b", "name": "meta-llama/Meta-Llama-3.1-8B"},
+                            "layout": {"tp": 2},
                             "engine": {"max_model_len": 16384, "enforce_eager": True}}
     assert ("--compilation-config", '{"pass_config": {"fuse_allreduce_rms": true}}') in _flags(r.other_flags)
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, File, Form, Query, Request, UploadFile
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from app.core.errors import InputError
-from app.services import plan_query, plans
+from app.services import deploy, plan_query, plans
 from app.services.base_documents import BaseStore
 from app.web import cpu, querystring
 from app.web.plan import workflows
@@ -59,6 +59,28 @@ def _plan_with_url(doc: dict[str, Any], bases: BaseStore, check: bool = False) -
         checked = {k: result.pop(k) for k in ("checks", "checks_pass")}
         return {**result, "url": shareable_url(doc, result, bases), **checked}
     return {**result, "url": shareable_url(doc, result, bases)}
+
+
+@router.post("/export", summary="A plan document in a deploy format (vllm serve, --config YAML, KServe, Helm, CSV)",
+             response_class=Response, responses={200: {"content": {"text/plain": {}, "application/yaml": {}}}})
+async def post_export(
+    request: Request, doc: PlanBody,
+    format: Annotated[str, Query(description="serve, vllm-config, kserve, production-stack, llm-d or csv")] = "serve",
+) -> Response:
+    out = await cpu.run(request, deploy.export_plan, doc, format)
+    return Response(out.text, media_type=out.media_type,
+                    headers={"Content-Disposition": f'inline; filename="{out.filename}"'})
+
+
+@router.post("/import/metrics", summary="Read vLLM /metrics (or DCGM exporter) text; beside a plan when given")
+async def import_metrics(
+    request: Request,
+    text: Annotated[str, Body(description="the Prometheus text of a vLLM engine's /metrics, or DCGM exporter's")],
+    plan: Annotated[dict[str, Any] | None, Body(description="a plan document to compare with")] = None,
+) -> JSONResponse:
+    if len(text.encode()) > request.app.state.settings.max_log_bytes:
+        raise InputError("text", "the metrics text is larger than this server accepts")
+    return JSONResponse(await cpu.run(request, deploy.import_metrics, text, plan))
 
 
 @router.get("/models", summary="Search the model catalogue")

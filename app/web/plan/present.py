@@ -17,6 +17,7 @@ from urllib.parse import quote_plus
 from app.core import admission as core_admission
 from app.core import kvrank, kvspec
 from app.core import ledger as core_ledger
+from app.core.exports import FORMATS, ExportError, export
 from app.core.kvspec import KV_CACHE_DTYPES
 from app.services import plan_query, plans
 from app.web import querystring
@@ -319,9 +320,27 @@ def plan_context(view: PlanView, form: bool = True) -> dict[str, Any]:
         sim_url=f"/sim{query}",
         chart_version=hashlib.sha1(view.url.encode()).hexdigest()[:10], url=view.url,
         levers_url=f"/plan/levers{query}",
+        exports=deploy_exports(result, query),
     )
     context["show_memory"] = not has_base or _estimated_base(view.base_doc)
     return context
+
+
+EXPORT_LABELS = {
+    "serve": "vllm serve (shell)", "vllm-config": "vLLM --config YAML", "kserve": "KServe InferenceService",
+    "production-stack": "production-stack Helm values", "llm-d": "llm-d model-service values",
+    "csv": "per-rank ledger (CSV)",
+}
+
+
+def deploy_exports(result: Mapping[str, Any], query: str) -> dict[str, Any]:
+    """Download links for every deploy format and the texts of the two copy blocks (none without a model)."""
+    links = [{"format": f, "label": EXPORT_LABELS[f], "url": f"/plan/export/{f}{query}"} for f in FORMATS]
+    try:
+        copies = {"serve": export(result, "serve").text, "vllm_config": export(result, "vllm-config").text}
+    except ExportError as exc:
+        return {"links": [link for link in links if link["format"] == "csv"], "copies": None, "why": str(exc)}
+    return {"links": links, "copies": copies, "why": None}
 
 
 def _estimated_base(base_doc: Mapping[str, Any] | None) -> bool:

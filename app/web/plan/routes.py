@@ -14,6 +14,9 @@ from urllib.parse import parse_qsl
 from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
+from app.core import exports
+from app.core.errors import InputError
+from app.services import deploy, plans
 from app.services.base_documents import BaseStore
 from app.web import cpu, htmx, querystring
 from app.web.plan import present, views, workflows
@@ -99,6 +102,52 @@ def _plan_json(request: Request) -> Response:
     params = querystring.clean(request.query_params.multi_items())
     view = views.plan_view(params, _bases(request), True, _cache(request))
     return JSONResponse(views.plan_json(view))
+
+
+@router.get("/plan/export/{fmt}")
+async def plan_export(request: Request, fmt: str) -> Response:
+    """The plan of this what-if query in a deploy format, as a download (see app.core.exports)."""
+    return await cpu.run(request, _plan_export, request, fmt)
+
+
+def _plan_export(request: Request, fmt: str) -> Response:
+    params = querystring.clean(request.query_params.multi_items())
+    view = views.plan_view(params, _bases(request), False, _cache(request))
+    try:
+        out = exports.export(view.result, fmt)
+    except exports.ExportError as exc:
+        raise InputError("format" if fmt not in exports.FORMATS else "model", str(exc)) from None
+    return Response(out.text, media_type=out.media_type,
+                    headers={"Content-Disposition": f'attachment; filename="{out.filename}"'})
+
+
+@router.post("/start/serve")
+def start_from_serve(
+    request: Request,
+    command: Annotated[str, Form()] = "",
+    gpu_total: Annotated[str, Form()] = "80GiB",
+) -> Response:
+    """A pasted `vllm serve` command line on a GPU of this size → its plan page."""
+    settings = request.app.state.settings
+    expect_page(request, "pages/home.html", lambda: workflows.home_context(settings, "", active_form="serve"))
+    if not command.strip():
+        raise InputError("serve", "paste a vllm serve command line")
+    doc = {"serve": command, "gpu": {"total": gpu_total.strip() or "80GiB"}}
+    plans.run_plan(doc, with_levers=False)  # bad input is a form error here, not on the plan page
+    return RedirectResponse(workflows.base_plan_url(doc, _bases(request)), status_code=303)
+
+
+@router.post("/import/metrics")
+def import_metrics_page(
+    request: Request,
+    text: Annotated[str, Form()] = "",
+    file: Annotated[UploadFile | None, File()] = None,
+) -> Response:
+    """vLLM /metrics or DCGM exporter text: every engine's KV figures and length mix."""
+    settings = request.app.state.settings
+    spec = expect_page(request, "pages/import.html", workflows.import_context(settings, "metrics"))
+    metrics = deploy.import_metrics(workflows.upload_text(text, file, settings.max_log_bytes, "metrics"))
+    return render(request, spec, {"metrics": metrics, "metrics_text": text})
 
 
 @router.get("/plan/levers")

@@ -1,0 +1,101 @@
+"""Deploy formats and vLLM inputs on the web: the home page's command line, the plan page's
+downloads and copy blocks, POST /api/v1/export, /metrics on the import page and the API."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from app.ingest.vllm_serve import read_serve
+
+from .support import TestClient
+
+METRICS = Path(__file__).resolve().parents[1] / "data" / "metrics"
+COMMAND = "vllm serve meta-llama/Llama-3.1-70B-Instruct -tp 4 --max-model-len 32768 --port 8000"
+
+
+def _plan_page(client: TestClient) -> str:
+    started = client.post("/start/serve", data={"command": COMMAND, "gpu_total": "80GiB"}, follow_redirects=False)
+    assert started.status_code == 303 and started.headers["location"].startswith("/plan?base=")
+    page = client.get(started.headers["location"])
+    assert page.status_code == 200
+    return str(page.text)
+
+
+def test_home_page_takes_a_pasted_command_line(client: TestClient) -> None:
+    home = client.get("/")
+    assert 'action="/start/serve"' in home.text and 'name="command"' in home.text
+    text = _plan_page(client)
+    assert "vLLM flags the plan does not model (kept for deployment): --port" in text
+    assert "--tensor-parallel-size 4" in text and "--max-model-len 32768" in text
+
+
+def test_home_page_names_what_was_expected(client: TestClient) -> None:
+    for command in ("ls -la", "", "vllm serve /models/mine -tp 2"):
+        response = client.post("/start/serve", data={"command": command, "gpu_total": "80GiB"})
+        assert response.status_code == 422
+        assert re.search(r"vllm serve MODEL|paste a vllm serve|not in the catalogue", response.text), command
+
+
+def test_plan_page_links_every_format_and_each_download_parses(client: TestClient) -> None:
+    text = _plan_page(client)
+    links = [u.replace("&amp;", "&") for u in re.findall(r'href="(/plan/export/[^"]+)"', text)]
+    assert [u.split("?")[0].rsplit("/", 1)[1] for u in links] == [
+        "serve", "vllm-config", "kserve", "production-stack", "llm-d", "csv"]
+    assert 'id="vllm-config-text"' in text and 'data-copy="vllm-config-text"' in text
+    bodies = {}
+    for url in links:
+        response = client.get(url)
+        assert response.status_code == 200 and "attachment" in response.headers["content-disposition"]
+        bodies[url.split("?")[0].rsplit("/", 1)[1]] = response.text
+    assert read_serve(bodies["serve"]).document()["layout"] == {"tp": 4}
+    for fmt in ("vllm-config", "kserve", "production-stack", "llm-d"):
+        assert isinstance(yaml.safe_load(bodies[fmt]), dict), fmt
+    assert bodies["csv"].splitlines()[0].startswith("rank,total_bytes") and len(bodies["csv"].splitlines()) == 5
+
+
+def test_api_export_takes_the_plan_document(client: TestClient) -> None:
+    doc = {"serve": COMMAND, "gpu": {"total": "80 GiB"}}
+    response = client.post("/api/v1/export", params={"format": "production-stack"}, json=doc)
+    assert response.status_code == 200 and response.headers["content-type"].startswith("application/yaml")
+    spec = yaml.safe_load(response.text)["servingEngineSpec"]["modelSpec"][0]
+    assert spec["modelURL"] == "meta-llama/Llama-3.1-70B-Instruct" and spec["vllmConfig"]["tensorParallelSize"] == 4
+    bad = client.post("/api/v1/export", params={"format": "helm"}, json=doc)
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "format"
+    not_vllm = client.post("/api/v1/export", params={"format": "serve"}, json={"serve": "ls", "gpu": {"total": "8GiB"}})
+    assert not_vllm.status_code == 422 and "vllm serve MODEL" in not_vllm.json()["error"]["message"]
+
+
+def test_api_plan_reads_serve_and_vllm_config(client: TestClient) -> None:
+    by_command = client.post("/api/v1/plan", json={"serve": COMMAND.split(), "gpu": {"total": "80 GiB"}}).json()
+    by_yaml = client.post("/api/v1/plan", json={"vllm_config": "model: meta-llama/Llama-3.1-70B-Instruct\n"
+                                                               "tensor-parallel-size: 4\nmax-model-len: 32768\n",
+                                                "gpu": {"total": "80 GiB"}}).json()
+    assert by_command["flags"] == by_yaml["flags"] and by_command["blocks"] == by_yaml["blocks"]
+    broken = client.post("/api/v1/plan", json={"vllm_config": "tensor-parallel-size: [4", "gpu": {"total": "80 GiB"}})
+    assert broken.status_code == 422 and "does not parse" in broken.json()["error"]["message"]
+
+
+def test_api_import_metrics_beside_a_plan(client: TestClient) -> None:
+    text = (METRICS / "vllm-0.11-cache-config-engine.prom").read_text()
+    plan = {"model": {"catalogue": "qwen3-8b"}, "gpu": {"total": "48 GiB"}, "engine": {"gpu_memory_utilization": 0.65}}
+    out = client.post("/api/v1/import/metrics", json={"text": text, "plan": plan}).json()
+    (replica,) = out["replicas"]
+    assert replica["plan"]["measured_blocks"] == 9271
+    assert replica["plan"]["predicted_blocks"] == out["plan"]["blocks"]
+    assert replica["document"]["engine"] == {"block_size": 16, "kv_cache_dtype": "auto", "gpu_memory_utilization": 0.65}
+    none = client.post("/api/v1/import/metrics", json={"text": "# HELP up x\nup 1\n"})
+    assert none.status_code == 422 and "vllm:cache_config_info" in none.json()["error"]["message"]
+
+
+def test_import_page_reads_metrics(client: TestClient) -> None:
+    page = client.get("/import")
+    assert 'action="/import/metrics"' in page.text
+    shown = client.post("/import/metrics", data={"text": (METRICS / "dcgm-rtx2000-a30.prom").read_text()})
+    assert shown.status_code == 200 and "NVIDIA RTX 2000 Ada Generation" in shown.text and "MIG 3" in shown.text
+    engine = client.post("/import/metrics", data={"text": (METRICS / "vllm-0.11-cache-config-engine.prom").read_text()})
+    assert "9,271" in engine.text
+    bad = client.post("/import/metrics", data={"text": "# just a comment\n"})
+    assert bad.status_code == 422 and "no vLLM or DCGM series found" in bad.text
