@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -25,14 +25,17 @@ def free_port() -> int:
 
 
 def start_server(
-    env: Mapping[str, str], log_path: Path, ready: str = "/", timeout_s: float = 40.0
+    env: Mapping[str, str], log_path: Path, ready: str = "/", timeout_s: float = 40.0,
+    argv: Sequence[str] | None = None, cwd: Path = ROOT,
 ) -> tuple[subprocess.Popen[bytes], str]:
-    """Start `serve()` with these environment variables over the test's own (KVLEDGER_* ones not
-    given are removed), and wait until GET `ready` answers 200."""
+    """Start `serve()` (or `argv` followed by the port, e.g. an installed `kvledger serve --port`)
+    with these environment variables over the test's own (KVLEDGER_* ones not given are removed),
+    and wait until GET `ready` answers 200."""
     port = free_port()
+    command = [*argv, str(port)] if argv is not None else [sys.executable, "-c", SERVE, str(port)]
     base = {k: v for k, v in os.environ.items() if not k.startswith("KVLEDGER_")}
     with log_path.open("wb") as log:
-        proc = subprocess.Popen([sys.executable, "-c", SERVE, str(port)], cwd=ROOT,
+        proc = subprocess.Popen(command, cwd=cwd,
                                 env={**base, "PYTHONUNBUFFERED": "1", **env}, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout_s
@@ -60,9 +63,10 @@ def stop_server(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def running_server(env: Mapping[str, str], log_path: Path, ready: str = "/") -> Iterator[str]:
+def running_server(env: Mapping[str, str], log_path: Path, ready: str = "/",
+                   argv: Sequence[str] | None = None, cwd: Path = ROOT) -> Iterator[str]:
     """start_server … stop_server around a block; yields the base URL."""
-    proc, url = start_server(env, log_path, ready)
+    proc, url = start_server(env, log_path, ready, argv=argv, cwd=cwd)
     try:
         yield url
     finally:

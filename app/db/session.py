@@ -26,11 +26,11 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.resources import resource_path
 from app.settings import Settings
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-MIGRATIONS_DIR = REPO_ROOT / "migrations"
-ALEMBIC_INI = REPO_ROOT / "alembic.ini"
+MIGRATIONS_DIR = resource_path("migrations")
+ALEMBIC_INI = resource_path("alembic.ini")
 
 WRITE_OPTION = "kvledger_write"
 T = TypeVar("T")

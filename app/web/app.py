@@ -10,7 +10,6 @@ plans and deployments (`app.web.saved`), the simulator (`app.web.sim`).
 from __future__ import annotations
 
 import gc
-from pathlib import Path
 
 from fastapi import FastAPI
 from sqlalchemy.orm import Session, sessionmaker
@@ -18,6 +17,7 @@ from starlette.middleware.gzip import GZipMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 
+from app.resources import resource_path
 from app.services.base_documents import DurableBaseStore, MemoryBaseStore
 from app.settings import Settings
 from app.web.assets import HTMX_JS, PLOTLY_JS, StaticAssets
@@ -33,9 +33,8 @@ from app.web.saved.routes import router as saved_router
 from app.web.sim.routes import router as sim_router
 from app.web.templating import Templates
 
-ROOT = Path(__file__).resolve().parents[2]
-TEMPLATES_DIR = ROOT / "templates"
-STATIC_DIR = ROOT / "static"
+TEMPLATES_DIR = resource_path("templates")
+STATIC_DIR = resource_path("static")
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the KV Ledger web app for `settings` (read from the environment when omitted)."""
