@@ -9,6 +9,7 @@ result (KPIs, admission rows, the rank table, form values) lives in `present.py`
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -50,8 +51,21 @@ def resolve_base(query: Mapping[str, str], bases: BaseStore) -> dict[str, Any] |
 def vllm_defaults(query: Mapping[str, str], base_doc: Mapping[str, Any] | None) -> dict[str, str]:
     """What the range inputs would hold if the query did not set them: the defaults of the plan
     its structural keys describe (`plans.engine_defaults`, no plan is run); {} if it is invalid."""
+    structure = plan_query.structural(query)
+    if base_doc is None:
+        return dict(_defaults_without_base(tuple(sorted(structure.items()))))
+    return _defaults(structure, base_doc)
+
+
+@functools.lru_cache(maxsize=512)
+def _defaults_without_base(structure: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """A pure function of the structural keys alone (no base document), memoised per input."""
+    return tuple(_defaults(dict(structure), None).items())
+
+
+def _defaults(structure: Mapping[str, str], base_doc: Mapping[str, Any] | None) -> dict[str, str]:
     try:
-        values = plans.engine_defaults(plan_query.plan_from_query(plan_query.structural(query), base_doc))
+        values = plans.engine_defaults(plan_query.plan_from_query(structure, base_doc))
     except InputError:
         return {}
     return plan_query.vllm_defaults(values)
