@@ -93,3 +93,33 @@ def batch_defaults(gpu_total_bytes: int | None) -> tuple[int, int]:
     if gpu_total_bytes is not None and gpu_total_bytes >= 70 * 1024**3:
         return 8192, 1024
     return 2048, 256
+
+
+# vllm/config/cache.py before 77a73458e (2026-03-09, PR #35122, taken as v0.18): a Literal of these.
+_OLD_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
+
+
+def check_block_size(block_size: int, version_text: str | None, attention: bool = True) -> None:
+    """Refuse a ``--block-size`` vLLM refuses, with vLLM's rule.
+
+    - Before v0.18 ``CacheConfig.block_size`` is ``Literal[1, 8, 16, 32, 64, 128, 256]`` (pydantic
+      refuses anything else; vllm/config/cache.py before 77a73458e, PR #35122).
+    - In every V1 release the CUDA attention backend stores the cache in blocks that are a multiple
+      of 16 tokens: FlashAttention's ``get_supported_kernel_block_sizes`` is ``[MultipleOf(16)]`` and
+      ``get_kv_cache_shape`` raises "Block size must be a multiple of 16."
+      (vllm/v1/attention/backends/flash_attn.py @28be48fa9); FlashInfer's kernels take 16/32/64, and a
+      larger manager block must split into them (``select_common_block_size``, gpu_model_runner.py).
+    Attention-free models (Mamba only) have no attention kernel and are not checked here.
+    """
+    from app.core.errors import InputError
+
+    version = parse_version(version_text or CURRENT_VLLM)
+    if version < (0, 18, 0) and block_size not in _OLD_BLOCK_SIZES:
+        allowed = ", ".join(str(b) for b in _OLD_BLOCK_SIZES)
+        raise InputError("engine.block_size", f"vLLM {version_text} accepts --block-size {allowed}; got {block_size}")
+    if attention and block_size % 16:
+        raise InputError(
+            "engine.block_size",
+            f"{block_size} is not a multiple of 16: vLLM's CUDA attention backends store KV in blocks of a "
+            "multiple of 16 tokens (FlashAttention: 'Block size must be a multiple of 16.')",
+        )

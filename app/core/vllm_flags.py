@@ -16,6 +16,7 @@ complete list with arities, including flags older releases had, is app/data/vllm
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -131,8 +132,8 @@ def plan_flags(result: PlanResult) -> list[tuple[str, FlagValue]]:
 
 
 def flag_strings(pairs: list[tuple[str, FlagValue]]) -> list[str]:
-    """`--flag value` strings (the plan JSON's `flags` list)."""
-    return [flag if value is None else f"{flag} {value}" for flag, value in pairs]
+    """`--flag value` strings (the plan JSON's `flags` list), values shell-quoted (a model name is user text)."""
+    return [flag if value is None else f"{flag} {shlex.quote(value)}" for flag, value in pairs]
 
 
 def config_mapping(pairs: list[tuple[str, FlagValue]]) -> dict[str, object]:

@@ -34,7 +34,7 @@ from app.core.plan import (
 )
 from app.core.report import result_to_dict
 from app.core.shape import ModelShape, online_fp8_shape
-from app.core.versions import CURRENT_VLLM, batch_defaults, rules_for
+from app.core.versions import CURRENT_VLLM, batch_defaults, check_block_size, rules_for
 from app.core.whatif import Lever, levers, set_engine, set_max_num_batched_tokens, set_quantization, set_tp
 from app.ingest.vllm_serve import serve_notes
 from app.schemas import PlanDocument, RankDoc, validate_plan
@@ -139,6 +139,7 @@ def build_plan(doc: PlanDocument, read_log: LogReader | None = None) -> PlanInpu
         disable_hybrid_kv_cache_manager=engine_doc.disable_hybrid_kv_cache_manager,
     )
     layout = Layout(tp=doc.layout.tp, pp=doc.layout.pp, dp=doc.layout.dp, dcp=doc.layout.dcp)
+    check_block_size(engine.block_size, version, attention=model.shape is None or model.shape.attention_layers > 0)
     policy = Policy(
         growth_reserve=doc.policy.growth_reserve,
         operating_reserve_bytes=doc.policy.operating_reserve,
