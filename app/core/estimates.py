@@ -2,10 +2,9 @@
 
 Every row here is an estimate and is marked so; a measured value always replaces it.
 
-- weights: the checkpoint's bytes (ModelShape.weight_bytes: parameter count × bytes per
-  parameter for the dtype or quantization), split into decoder layers and embeddings; a rank
-  holds its pipeline stage's layers (plus the input embedding on the first stage and the LM
-  head on the last) divided by the tensor-parallel degree.
+- weights: tensor by tensor as vLLM shards them (``app.core.weights``: column/row-parallel
+  linears, KV-head replication, padded vocab-parallel embeddings, experts, quantization scales;
+  exact from the checkpoint's safetensors index when given), for the rank's pipeline stage.
 - non_torch: CUDA context growth, cuBLAS/attention workspaces and, when TP > 1, the
   communicator buffers. Before vLLM 0.10.2 the init snapshot was taken before NCCL init, so the
   NCCL buffers showed up in this row (VLLM-NOTES §1.1 step 2); measured PR #10511: TP1 1.79 GiB →
@@ -26,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.core import weights
 from app.core.kvspec import pp_layer_split
 from app.core.ledger import Cell, RankInput
 from app.core.shape import ModelShape
@@ -55,7 +55,9 @@ def embedding_bytes(shape: ModelShape) -> int:
 
 
 def weights_per_stage(shape: ModelShape, tp: int, pp: int) -> tuple[int, ...]:
-    """Estimated weight bytes on one rank of each pipeline stage."""
+    """Estimated weight bytes on one rank of each pipeline stage (``app.core.weights``)."""
+    if shape.weights is not None:
+        return tuple(e.nbytes for e in weights.weights_per_stage(shape, tp, pp))
     embed = embedding_bytes(shape)
     head = embed if (not shape.tie_word_embeddings or pp > 1) else 0
     layer_bytes = max(0, shape.weight_bytes - embed - (0 if shape.tie_word_embeddings else embed))
@@ -138,6 +140,12 @@ def cuda_graph_bytes(shape: ModelShape, ctx: EstimateContext) -> int:
     return n_graphs * layers * MIB // 2
 
 
+def _weights_note(shape: ModelShape, ctx: EstimateContext, stage: int) -> str:
+    if shape.weights is None:
+        return "checkpoint bytes / TP for this stage"
+    return weights.weights_per_rank(shape, ctx.tp, ctx.pp, stage).explain()
+
+
 def estimate_ranks(
     shape: ModelShape, ctx: EstimateContext, total_bytes: int, free_at_start: int | None
 ) -> tuple[RankInput, ...]:
@@ -152,9 +160,9 @@ def estimate_ranks(
     graphs_cell = Cell(graphs, "estimated", "captured graph sizes × per-graph pool")
     act_cell = Cell(act, "estimated", "profile-run peak for max_num_batched_tokens")
     ranks = []
-    for stage, weights in enumerate(stages):
+    for stage, stage_bytes in enumerate(stages):
         # One set of cells per stage, shared by its TP ranks (the ledger computes them once).
-        weights_cell = Cell(weights, "estimated", "checkpoint bytes / TP for this stage")
+        weights_cell = Cell(stage_bytes, "estimated", _weights_note(shape, ctx, stage))
         for tp_rank in range(ctx.tp):
             label = f"PP{stage}_TP{tp_rank}" if ctx.pp > 1 else f"TP{tp_rank}"
             ranks.append(

@@ -15,14 +15,22 @@ class HFConfig:
         self.top = top
         self.text: Mapping[str, object] = nested if isinstance(nested, Mapping) else top
         self.nested = self.text is not top
+        self._seen: dict[tuple[str, ...], object] = {}  # configs are read-only while parsed
 
     def get(self, *keys: str) -> object:
+        if keys in self._seen:
+            return self._seen[keys]
+        found = None
         for source in (self.text, self.top):
             for key in keys:
                 value = source.get(key)
                 if value is not None:
-                    return value
-        return None
+                    found = value
+                    break
+            if found is not None:
+                break
+        self._seen[keys] = found
+        return found
 
     def int_or_none(self, *keys: str) -> int | None:
         value = self.get(*keys)

@@ -28,6 +28,8 @@ from app.core.hfconfig import HFConfig
 from app.core.layers import ATTENTION_KINDS, LayerKind, layer_kinds, state_geometry
 from app.core.params import estimate_params
 from app.core.shape import ModelShape
+from app.core.weights_build import build_weights_model
+from app.core.weights_tensor import Geometry, rank_group_bytes
 
 _DTYPES: dict[str, str] = {
     "bfloat16": "bfloat16", "bf16": "bfloat16",
@@ -106,8 +108,12 @@ def _attention_geometry(
     return heads, kv_heads, latent, latent
 
 
-def shape_from_config(config: Mapping[str, object]) -> ModelShape:
-    """Parse a Hugging Face config.json (or a multimodal one with ``text_config``) into a ModelShape."""
+def shape_from_config(
+    config: Mapping[str, object], safetensors_index: Mapping[str, object] | None = None
+) -> ModelShape:
+    """Parse a Hugging Face config.json (or a multimodal one with ``text_config``) into a ModelShape,
+    with its tensor table for per-rank weights (``app.core.weights``; exact with the checkpoint's
+    ``model.safetensors.index.json``). ``weight_bytes`` is what vLLM loads at TP1 / PP1."""
     cfg = HFConfig(_text_mapping(config))
     notes: list[str] = ["read the nested text_config (multimodal config)"] if cfg.nested else []
     num_layers = cfg.int_req("num_hidden_layers", "n_layer", "num_layers", "n_layers")
@@ -133,10 +139,13 @@ def shape_from_config(config: Mapping[str, object]) -> ModelShape:
         checkpoint_kv_cache_dtype=_checkpoint_kv_dtype(cfg, notes),
     )  # fmt: skip
     est = estimate_params(cfg, shape, notes)
+    weights = build_weights_model(config, shape, safetensors_index)
+    notes += [n for n in weights.notes if n not in notes]
     return replace(
-        shape, params_total=est.total, params_active=est.active, weight_bytes=est.weight_bytes, notes=tuple(notes),
-        quantizable_params=est.linear + est.experts,
-    )
+        shape, params_total=est.total, params_active=est.active, notes=tuple(notes),
+        weight_bytes=sum(rank_group_bytes(weights, Geometry()).values()), quantizable_params=est.linear + est.experts,
+        index_total_bytes=weights.index_total_bytes, weights=weights,
+    )  # fmt: skip
 
 
 def _str(value: object) -> str | None:

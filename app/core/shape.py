@@ -8,11 +8,13 @@ its weights, so that the parameter estimate (``app.core.params``) can use the sh
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from app.core.errors import InputError
 from app.core.layers import ATTENTION_KINDS, STATE_KINDS, LayerKind
 from app.core.mamba import DTYPE_BYTES, StateGeometry
+from app.core.weights_quant import online_fp8_plan
+from app.core.weights_tensor import Geometry, WeightsModel, rank_group_bytes, requantized
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,9 @@ class ModelShape:
     checkpoint_kv_cache_dtype: str | None = None  # what kv_cache_dtype "auto" resolves to (modelopt), else None
     quantizable_params: int = 0  # decoder linear and expert parameters (what vLLM's fp8 method quantizes)
     online_quantization: str | None = None  # "fp8": weights as `--quantization fp8` leaves them
+    index_total_bytes: int | None = None  # the checkpoint's safetensors metadata.total_size, when given
+    # Tensor table for per-rank weights (app.core.weights); derived from the config, so not compared.
+    weights: WeightsModel | None = field(default=None, compare=False, repr=False)
 
     @property
     def is_mla(self) -> bool:
@@ -85,6 +90,12 @@ def online_fp8_shape(shape: ModelShape) -> ModelShape:
             "engine.quantization",
             f"the checkpoint is already quantized ({shape.quantization}); vLLM refuses --quantization fp8 for it",
         )
+    if shape.weights is not None:
+        # The tensor table with Fp8LinearMethod / Fp8MoEMethod's per-tensor fp8 on every linear and
+        # expert weight (weights_quant.online_fp8_plan).
+        fp8 = requantized(shape.weights, online_fp8_plan())
+        fp8_bytes = sum(rank_group_bytes(fp8, Geometry()).values())
+        return replace(shape, weight_bytes=fp8_bytes, online_quantization="fp8", weights=fp8)
     dtype_bytes = DTYPE_BYTES[shape.dtype]
     scales = 4 * 8 * shape.num_layers  # one float32 scale per quantized tensor (≈ 8 per layer)
     fp8_bytes = shape.weight_bytes - shape.quantizable_params * (dtype_bytes - 1) + scales

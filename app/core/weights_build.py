@@ -15,18 +15,36 @@ layer kinds. Splits, with the vLLM class they follow (vllm/model_executor/layers
 - ``e13`` / ``e2`` / ``erep`` FusedMoE (fused_moe/layer.py): ``w13`` [E, 2·I, H] and ``w2``
   [E, H, I] with I ÷ the MoE TP size (TP × DP, ``flatten_tp_across_dp_and_pcp``), or, with expert
   parallelism, E ÷ (TP × DP) whole experts per rank (``determine_expert_map``) and I unsplit.
+
+Tensors outside the decoder layers: embeddings, LM head, final norm, rotary caches, vision tower.
+
+- ``embed_tokens``: VocabParallelEmbedding on the first pipeline stage; ``lm_head``: ParallelLMHead
+  on the last (models/llama.py ``LlamaModel.__init__`` / ``LlamaForCausalLM.__init__``). Tied
+  embeddings share one tensor on a single stage; with PP > 1 the last stage builds its own
+  ``embed_tokens`` for the tie (``is_first_rank or (tie_word_embeddings and is_last_rank)``).
+- Rotary caches: ``RotaryEmbedding.__init__`` (rotary_embedding/base.py) registers a
+  ``cos_sin_cache`` buffer of max_position × rotary_dim in the model dtype, one per distinct
+  rope (``get_rope`` caches them); Gemma-3 has a local and a global rope. Measured: Llama-3.1-8B
+  logs 14.9888 GiB = 8,030,261,248 parameters × 2 B + 131072 × 128 × 2 B exactly (file 01).
+- Vision tower: blocks of QKV/proj/fc1/fc2 that vLLM's vision encoders build as column/row-
+  parallel linears (models/qwen3_vl.py ``Qwen3_VisionBlock``, siglip.py, … with
+  ``mm_encoder_tp_mode="weights"``, the default); patch and position embeddings and norms whole.
+  It lives on the first pipeline stage. ``mm_encoder_tp_mode="data"`` (replicated) is not modelled.
+- MTP / next-token-prediction layers (``num_nextn_predict_layers``, ``mtp_num_hidden_layers``)
+  are loaded only with speculative decoding: not counted, noted.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from app.core.hfconfig import HFConfig
 from app.core.mamba import DTYPE_BYTES, mixer_params
 from app.core.params import _ffn_sizes, _gated, _has_ffn, _moe_layer
-from app.core.weights_quant import QuantPlan, Scheme
+from app.core.weights_quant import QuantPlan, quant_plan
+from app.core.weights_tensor import Tensor, Tensors, WeightsModel, index_total_size
 
 if TYPE_CHECKING:
     from app.core.shape import ModelShape
@@ -34,36 +52,7 @@ if TYPE_CHECKING:
 ATTN_KINDS = ("full", "sliding", "chunked", "mla")
 
 
-@dataclass(frozen=True)
-class Tensor:
-    """One weight (or a stack of ``count`` identical expert weights), whole-model shape."""
-
-    name: str
-    group: str
-    rows: int
-    cols: int
-    split: str
-    scheme: Scheme | None = None  # None: stored at the model dtype
-    count: int = 1
-    unit: int = 1  # head width ("kv" split) or merged matrices ("e13": 2 for gate+up)
-    pad: int = 1  # round each rank's expert intermediate up to this (mxfp4 backends)
-    dtype_bytes: int = 2
-
-
-@dataclass(frozen=True)
-class Tensors:
-    """The model's tensors: per-layer tuples (deduplicated), the first- and last-stage extras."""
-
-    layers: tuple[tuple[Tensor, ...], ...]  # distinct layer tuples
-    layer_index: tuple[int, ...]  # layer i → index into ``layers``
-    first: tuple[Tensor, ...]  # embed_tokens
-    last: tuple[Tensor, ...]  # final norm, lm_head
-    every: tuple[Tensor, ...]  # rope caches, vision tower (on the first stage: see weights.py)
-    vision: tuple[Tensor, ...]
-    notes: tuple[str, ...]
-
-
-class _Builder:
+class Builder:
     def __init__(self, cfg: HFConfig, shape: ModelShape, quant: QuantPlan) -> None:
         self.cfg, self.shape, self.quant = cfg, shape, quant
         self.dtype_bytes = DTYPE_BYTES[shape.dtype]
@@ -82,11 +71,12 @@ class _Builder:
             scheme,
             dtype_bytes=self.dtype_bytes,
             pad=pad,
+            kind=quant,
             **kw,
         )
 
 
-def _attention(b: _Builder, p: str) -> list[Tensor]:
+def _attention(b: Builder, p: str) -> list[Tensor]:
     s, cfg = b.shape, b.cfg
     h, heads, kv, d = s.hidden_size, s.num_attention_heads, s.num_kv_heads, s.head_dim
     gate = 2 if s.model_type == "qwen3_next" else 1  # Qwen3-Next: q_proj also yields the output gate
@@ -112,7 +102,7 @@ def _attention(b: _Builder, p: str) -> list[Tensor]:
     return out
 
 
-def _mla(b: _Builder, p: str) -> list[Tensor]:
+def _mla(b: Builder, p: str) -> list[Tensor]:
     """DeepseekV2MLAAttention (models/deepseek_v2.py) and MLAAttention.process_weights_after_loading."""
     cfg, s = b.cfg, b.shape
     h, heads = s.hidden_size, s.num_attention_heads
@@ -142,7 +132,7 @@ def _mla(b: _Builder, p: str) -> list[Tensor]:
     return out
 
 
-def _mixer(b: _Builder, p: str) -> list[Tensor]:
+def _mixer(b: Builder, p: str) -> list[Tensor]:
     """Mamba-1/-2 and gated-DeltaNet mixers: every projection, conv and A/D/dt shard with TP."""
     s = b.shape
     assert s.state is not None
@@ -163,14 +153,22 @@ def _mixer(b: _Builder, p: str) -> list[Tensor]:
     ]
 
 
-def _ffn(b: _Builder, p: str, i: int, kind: str) -> list[Tensor]:
+def _ffn_kind(b: Builder, i: int, kind: str) -> str:
+    """"none", "dense" or "moe" for decoder layer ``i`` (params.py's per-family layer rules)."""
     cfg, s = b.cfg, b.shape
     pattern = cfg.get("hybrid_override_pattern")
     if not _has_ffn(cfg, kind) or (isinstance(pattern, str) and pattern[i] not in "-E"):
+        return "none"
+    is_moe = s.num_experts and (pattern[i] == "E" if isinstance(pattern, str) else _moe_layer(cfg, i))
+    return "moe" if is_moe else "dense"
+
+
+def _ffn(b: Builder, p: str, ffn: str) -> list[Tensor]:
+    cfg, s = b.cfg, b.shape
+    if ffn == "none":
         return []
     sizes, h, n_mat = _ffn_sizes(cfg, s), s.hidden_size, _gated(cfg)
-    is_moe = s.num_experts and (pattern[i] == "E" if isinstance(pattern, str) else _moe_layer(cfg, i))
-    if not is_moe:
+    if ffn == "dense":
         inter = sizes.dense // (n_mat * h)
         return [
             b.t(f"{p}.mlp.gate_up_proj", "mlp", (n_mat - 1) * inter, h, "col", quant="linear"),
@@ -215,8 +213,7 @@ def _norms_per_layer(cfg: HFConfig) -> int:
     return 4 if cfg.model_type().startswith(("gemma2", "gemma3")) else 2
 
 
-def _layer(b: _Builder, i: int, kind: str) -> tuple[Tensor, ...]:
-    p = f"model.layers.{i}"
+def _layer(b: Builder, p: str, kind: str, ffn: str) -> tuple[Tensor, ...]:
     out = [b.t(f"{p}.layernorms", "norms", _norms_per_layer(b.cfg) * b.shape.hidden_size, 1, "rep")]
     if kind == "mla":
         out += _mla(b, p)
@@ -224,20 +221,156 @@ def _layer(b: _Builder, i: int, kind: str) -> tuple[Tensor, ...]:
         out += _attention(b, p)
     elif kind in ("mamba", "linear") and b.shape.state is not None:
         out += _mixer(b, p)
-    out += _ffn(b, p, i, kind)
+    out += _ffn(b, p, ffn)
     return tuple(out)
+
+
+def _named_layers(quant: QuantPlan) -> dict[int, list[str]] | None:
+    """Ignore patterns that name one decoder layer, by index → the rest of each pattern (None: a
+    regex / wildcard / substring pattern mentions layers, so every layer is matched by name)."""
+    out: dict[int, list[str]] = {}
+    search = _LAYER_NAME.search
+    for pat in quant.ignore:
+        if "layers" not in pat:
+            continue
+        m = search(pat)
+        if m is None or pat.startswith("re:") or "*" in pat or quant.match == "substring":
+            return None
+        out.setdefault(int(m.group(1)), []).append(m.group(2) or "")
+    return out
+
+
+_LAYER_NAME = re.compile(r"layers\.(\d+)(?:\.(.*))?$")
+
+
+def _touches(rest: str, generic: tuple[Tensor, ...]) -> bool:
+    """Whether an ignore pattern's in-layer part can name one of the layer's quantizable tensors."""
+    return not rest or any(t.kind and (t.name.startswith(rest) or rest.startswith(t.name)) for t in generic)
+
+
+def build_weights_model(
+    config: Mapping[str, object], shape: ModelShape, safetensors_index: Mapping[str, object] | None = None
+) -> WeightsModel:
+    """The WeightsModel of a parsed config (and, optionally, its checkpoint's safetensors index)."""
+    quant = quant_plan(config, DTYPE_BYTES[shape.dtype])
+    cfg = HFConfig(config)
+    total = index_total_size(safetensors_index) if safetensors_index is not None else None
+    mtp = cfg.int_or_none("num_nextn_predict_layers", "mtp_num_hidden_layers") or 0
+    copies = 0 if shape.model_type == "qwen3_next" else 2
+    if safetensors_index is not None:
+        mtp, copies = _mtp_from_index(safetensors_index, shape.num_layers, mtp, copies)
+    tensors = build_tensors(config, shape, quant)
+    return WeightsModel(tensors, quant, shape.num_layers, shape.tie_word_embeddings, total, mtp, copies, config)
+
+
+def _mtp_from_index(index: Mapping[str, object], n_layers: int, mtp: int, copies: int) -> tuple[int, int]:
+    """MTP layers the checkpoint holds, from its tensor names: ``model.layers.N.*`` with N ≥ the
+    decoder's layer count (DeepSeek-V3 / GLM-4.5) or ``mtp.layers.N.*`` (Qwen3-Next)."""
+    names = index.get("weight_map")
+    if not isinstance(names, Mapping) or not names:
+        return mtp, copies
+    layers: set[str] = set()
+    embeds = 0
+    for name in names:
+        parts = str(name).split(".")
+        extra = parts[:2] == ["model", "layers"] and parts[2].isdigit() and int(parts[2]) >= n_layers
+        if extra or parts[:2] == ["mtp", "layers"]:
+            layers.add(parts[2])
+            embeds += name.endswith(("embed_tokens.weight", "shared_head.head.weight"))
+    return len(layers), (embeds // len(layers) if layers else 0)
 
 
 def build_tensors(config: Mapping[str, object], shape: ModelShape, quant: QuantPlan) -> Tensors:
     """Every weight tensor vLLM allocates for this config (whole model, before sharding)."""
-    from app.core.weights_extra import edge_tensors, vision_tensors
-
     cfg = HFConfig(config)
-    b = _Builder(cfg, shape, quant)
+    b = Builder(cfg, shape, quant)
     index: dict[tuple[Tensor, ...], int] = {}
+    generic: dict[tuple[str, str], int] = {}
+    named = _named_layers(quant)
+    touches: dict[tuple[int, str], bool] = {}
     layer_index = []
     for i, kind in enumerate(shape.layer_kinds):
-        layer_index.append(index.setdefault(_layer(b, i, kind), len(index)))
+        ffn = _ffn_kind(b, i, kind)
+        if (kind, ffn) not in generic:  # built under a name no ignore pattern can single out
+            generic[kind, ffn] = index.setdefault(_layer(b, "model.layers.generic", kind, ffn), len(index))
+        at = generic[kind, ffn]
+        rests = named.get(i, ()) if named is not None else ("",)
+        for r in rests:
+            if (at, r) not in touches:
+                touches[at, r] = _touches(r, next(k for k, v in index.items() if v == at))
+        if any(touches[at, r] for r in rests):
+            at = index.setdefault(_layer(b, f"model.layers.{i}", kind, ffn), len(index))
+        layer_index.append(at)
     first, last, every = edge_tensors(b)
     vision = vision_tensors(b)
     return Tensors(tuple(index), tuple(layer_index), first, last, every, vision, tuple(b.notes))
+
+
+def _rope_caches(b: Builder) -> list[Tensor]:
+    cfg, s = b.cfg, b.shape
+    if not s.attention_layers or cfg.get("position_embedding_type") in ("alibi", "absolute"):
+        return []
+    max_pos = s.max_position_embeddings or 0
+    factor = cfg.get("partial_rotary_factor")
+    rope_dim = cfg.int_or_none("qk_rope_head_dim") if s.is_mla else None
+    rotary = rope_dim or int(s.head_dim * (float(factor) if isinstance(factor, int | float) else 1.0))
+    if s.model_type in ("falcon_mamba", "mamba") or not max_pos or not rotary:
+        return []
+    n = 2 if (s.model_type or "").startswith("gemma3") else 1
+    return [b.t("rotary_emb.cos_sin_cache", "rope", n * max_pos, rotary, "rep")]
+
+
+def edge_tensors(b: Builder) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...], tuple[Tensor, ...]]:
+    """(first-stage, last-stage, every-stage) tensors."""
+    s = b.shape
+    vocab, h = s.vocab_size or 0, s.hidden_size
+    embed = b.t("model.embed_tokens", "embedding", vocab, h, "vocab")
+    head = b.t("lm_head", "lm_head", vocab, h, "vocab", quant="linear" if _lm_head_quantized(b) else "")
+    last = [b.t("model.norm", "norms", h, 1, "rep"), head]
+    _note_mtp(b)
+    return (embed,), tuple(last), tuple(_rope_caches(b))
+
+
+def _lm_head_quantized(b: Builder) -> bool:
+    qc = b.cfg.top.get("quantization_config")
+    return isinstance(qc, Mapping) and bool(qc.get("lm_head"))  # GPTQ/AWQ "lm_head": true
+
+
+def _note_mtp(b: Builder) -> None:
+    n = b.cfg.int_or_none("num_nextn_predict_layers", "mtp_num_hidden_layers") or 0
+    if n:
+        b.notes.append(f"{n} MTP layer(s) in the checkpoint not counted: vLLM loads them only for speculative decoding")
+
+
+def vision_tensors(b: Builder) -> tuple[Tensor, ...]:
+    vc = b.cfg.top.get("vision_config")
+    if not isinstance(vc, Mapping):
+        return ()
+    v = HFConfig(vc)
+    depth, w = v.int_or_none("depth", "num_hidden_layers"), v.int_or_none("hidden_size", "embed_dim")
+    if not depth or not w:
+        b.notes.append("vision_config present but not describable: vision tower not counted")
+        return ()
+    inter = v.int_or_none("intermediate_size") or 4 * w
+    patch = v.int_or_none("patch_size") or 14
+    chans = (v.int_or_none("in_channels", "num_channels") or 3) * (v.int_or_none("temporal_patch_size") or 1)
+    image = v.int_or_none("image_size")
+    positions = v.int_or_none("num_position_embeddings") or ((image // patch) ** 2 if image else 0)
+    out_dim = v.int_or_none("out_hidden_size") or (b.cfg.int_or_none("hidden_size") or w)
+    merge = (v.int_or_none("spatial_merge_size") or 1) ** 2 * w
+    deepstack = vc.get("deepstack_visual_indexes")
+    mergers = 1 + (len(deepstack) if isinstance(deepstack, list) else 0)
+    blk = "visual.blocks"
+    out = [
+        b.t(f"{blk}.attn.qkv", "vision", 3 * w, w + 1, "col", quant="linear", count=depth),
+        b.t(f"{blk}.attn.proj", "vision", w, w, "row", quant="linear", count=depth),
+        b.t(f"{blk}.mlp.linear_fc1", "vision", inter, w + 1, "col", quant="linear", count=depth),
+        b.t(f"{blk}.mlp.linear_fc2", "vision", w, inter, "row", quant="linear", count=depth),
+        b.t(f"{blk}.norms+biases", "vision", 6 * w, 1, "rep", count=depth),
+        b.t("visual.patch_embed+pos_embed", "vision", chans * patch * patch + positions + 1, w, "rep"),
+        b.t("visual.merger.linear_fc1", "vision", merge, merge + 1, "col", quant="linear", count=mergers),
+        b.t("visual.merger.linear_fc2", "vision", out_dim, merge + 1, "row", quant="linear", count=mergers),
+        b.t("visual.merger.norm", "vision", 2 * merge, 1, "rep", count=mergers),
+    ]
+    b.notes.append("vision tower from vision_config (blocks, patch/position embeddings, mergers), TP-sharded")
+    return tuple(out)

@@ -29,6 +29,7 @@ vLLM @28be48fa9 (2026-05-24) unless a line says otherwise:
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -136,23 +137,43 @@ class QuantPlan:
         scheme = self.experts if experts else self.linear
         if scheme is None or not self.ignore:
             return scheme
-        return None if _ignored(name, self.ignore, self.match) else scheme
+        return None if self._matcher(name) else scheme
+
+    @functools.cached_property
+    def _matcher(self) -> _Matcher:
+        return _matcher(self.ignore, self.match)
 
 
-def _matches(name: str, short: str, pat: str, match: str) -> bool:
-    if pat.startswith("re:"):
-        return bool(re.match(pat[3:], name) or re.match(pat[3:], short))
-    if "*" in pat:
-        return fnmatch.fnmatchcase(name, pat) or fnmatch.fnmatchcase(name, pat + ".*")
-    if match == "substring":
-        return pat in name
-    return pat in (name, short) or name.startswith(pat + ".") or name.endswith("." + pat)
-
-
-def _ignored(name: str, patterns: tuple[str, ...], match: str) -> bool:
+@dataclass(frozen=True)
+class _Matcher:
     """vLLM ``is_layer_skipped`` / ``should_ignore_layer``: exact, ``re:`` regex, wildcard, substring."""
-    short = name.split("model.", 1)[-1] if name.startswith(("model.", "language_model.")) else name
-    return any(_matches(name, short, pat, match) for pat in patterns)
+
+    exact: frozenset[str]
+    regexes: tuple[re.Pattern[str], ...]
+    substrings: tuple[str, ...]
+
+    def __call__(self, name: str) -> bool:
+        short = name.split("model.", 1)[-1] if name.startswith(("model.", "language_model.")) else name
+        if self.exact:
+            parts = name.split(".")
+            # prefix match (the pattern names a parent module) or suffix match (a relative name)
+            heads = {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+            tails = {".".join(parts[i:]) for i in range(1, len(parts))}
+            if short in self.exact or not self.exact.isdisjoint(heads | tails):
+                return True
+        if any(r.match(name) or r.match(short) for r in self.regexes):
+            return True
+        return any(sub in name for sub in self.substrings)
+
+
+def _matcher(patterns: tuple[str, ...], match: str) -> _Matcher:
+    regexes = [re.compile(p[3:]) for p in patterns if p.startswith("re:")]
+    wild = [p for p in patterns if "*" in p and not p.startswith("re:")]
+    regexes += [re.compile(fnmatch.translate(p) + "|" + fnmatch.translate(p + ".*")) for p in wild]
+    plain = [p for p in patterns if "*" not in p and not p.startswith("re:")]
+    if match == "substring":
+        return _Matcher(frozenset(), tuple(regexes), tuple(plain))
+    return _Matcher(frozenset(plain), tuple(regexes), ())
 
 
 def _patterns(qc: Mapping[str, object], *keys: str) -> tuple[str, ...]:
@@ -332,3 +353,11 @@ def _bitsandbytes(qc: Mapping[str, object]) -> QuantPlan:
         double = bool(qc.get("bnb_4bit_use_double_quant"))
         scheme = Scheme("bitsandbytes 4-bit", 4, "group", 1 if double else 4, 64)
     return QuantPlan("bitsandbytes", scheme, scheme, _patterns(qc, "llm_int8_skip_modules"), "substring")
+
+
+def online_fp8_plan() -> QuantPlan:
+    """vLLM's ``--quantization fp8`` on an unquantized checkpoint (Fp8Config with no
+    weight_block_size, quantization/fp8.py): every linear and expert weight float8_e4m3 with one
+    fp32 per-tensor scale, quantized after loading; embeddings, LM head and norms untouched."""
+    scheme = Scheme("fp8 per-tensor (online)", 8, "tensor")
+    return QuantPlan("fp8", scheme, scheme)

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.core.errors import InputError
-from app.core.weights import index_total_size, weights_model, weights_per_rank
+from app.core.weights import weights_model, weights_per_rank
+from app.core.weights_tensor import index_total_size
 
 H, INTER, L, HEADS, KV, D, V = 256, 512, 2, 4, 2, 64, 1000
 
