@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from app.core.config_defaults import TEXT_CONFIG_TYPE, class_default
 from app.core.errors import InputError
 
 
@@ -16,6 +17,10 @@ class HFConfig:
         self.text: Mapping[str, object] = nested if isinstance(nested, Mapping) else top
         self.nested = self.text is not top
         self._seen: dict[tuple[str, ...], object] = {}  # configs are read-only while parsed
+        top_type = str(top.get("model_type") or "")
+        text_type = str(self.text.get("model_type") or (TEXT_CONFIG_TYPE.get(top_type, "") if self.nested else ""))
+        self._classes = (text_type, top_type) if self.nested else (top_type,)
+        self.defaulted: dict[str, tuple[object, str]] = {}  # field → (class default, model_type) used
 
     def get(self, *keys: str) -> object:
         if keys in self._seen:
@@ -29,8 +34,20 @@ class HFConfig:
                     break
             if found is not None:
                 break
+        if found is None and not any(key in source for source in (self.text, self.top) for key in keys):
+            found = self._class_default(keys)
         self._seen[keys] = found
         return found
+
+    def _class_default(self, keys: tuple[str, ...]) -> object:
+        """The config class's default for an absent field, as transformers (and so vLLM) fills it."""
+        for key in keys:
+            for model_type in self._classes:
+                found, value = class_default(model_type, key)
+                if found:
+                    self.defaulted[key] = (value, model_type)
+                    return value
+        return None
 
     def int_or_none(self, *keys: str) -> int | None:
         value = self.get(*keys)

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from app.core.config_defaults import TRANSFORMERS_VERSION
 from app.core.errors import InputError
 from app.core.hfconfig import HFConfig
 from app.core.layers import ATTENTION_KINDS, LayerKind, layer_kinds, state_geometry
@@ -141,6 +142,11 @@ def shape_from_config(
     est = estimate_params(cfg, shape, notes)
     weights = build_weights_model(config, shape, safetensors_index)
     notes += [n for n in weights.notes if n not in notes]
+    notes += [
+        f"{key} not in config.json: {value!r}, the default of transformers' {model_type!r} config class "
+        f"(v{TRANSFORMERS_VERSION}), as vLLM reads it"
+        for key, (value, model_type) in cfg.defaulted.items()
+    ]
     return replace(
         shape, params_total=est.total, params_active=est.active, notes=tuple(notes),
         weight_bytes=sum(rank_group_bytes(weights, Geometry()).values()), quantizable_params=est.linear + est.experts,
