@@ -30,11 +30,25 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class SafetensorsMetaDoc(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+    total_size: int = Field(gt=0, le=2**50, strict=True)
+
+
+class SafetensorsIndexDoc(BaseModel):
+    """A checkpoint's model.safetensors.index.json (metadata.total_size in bytes; weight_map)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    metadata: SafetensorsMetaDoc
+    weight_map: dict[str, str] = Field(default_factory=dict)
+
+
 class ModelDoc(_Strict):
     config: dict[str, Any] | None = None
     catalogue: str | None = None
     kv_bytes_per_token: int | None = Field(default=None, gt=0)
     name: str | None = None
+    safetensors_index: SafetensorsIndexDoc | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelDoc:
@@ -43,6 +57,8 @@ class ModelDoc(_Strict):
             raise ValueError(
                 "give exactly one of config (an HF config.json), catalogue (a model name) or kv_bytes_per_token"
             )
+        if self.safetensors_index is not None and self.kv_bytes_per_token is not None:
+            raise ValueError("safetensors_index goes with config or catalogue (it sizes the model's weights)")
         return self
 
 

@@ -195,6 +195,7 @@ def _ffn(b: Builder, p: str, ffn: str) -> list[Tensor]:
         out += [
             b.t(f"{p}.mlp.experts.w13_bias", "experts", 2 * inter, 1, "e13", count=n_exp, unit=2),
             b.t(f"{p}.mlp.experts.w2_bias", "experts", h, 1, "erep", count=n_exp),
+            b.t(f"{p}.{router}.bias", "router", n_exp, 1, "rep"),
         ]
     shared = sizes.shared // (n_mat * h) if sizes.shared >= n_mat * h else 0
     if shared:

@@ -66,6 +66,8 @@ class CatalogueEntry:
     notes: str
     config: Mapping[str, object]
     sha256_of: str = "verbatim bytes"
+    index_total_bytes: int | None = None  # the checkpoint's safetensors metadata.total_size, when sourced
+    index_source: str | None = None
 
     @property
     def is_verbatim(self) -> bool:
@@ -160,7 +162,27 @@ def _parse_entry(doc: object, where: str) -> CatalogueEntry:
         notes=str(doc.get("notes") or ""),
         config=cast(Mapping[str, object], frozen),
         sha256_of=sha_of,
+        index_total_bytes=_index_total(doc, where),
+        index_source=_index_source(doc),
     )
+
+
+def _index_total(doc: Mapping[str, object], where: str) -> int | None:
+    """``safetensors_total_size: {"bytes": N, "source": "..."}``: the checkpoint's
+    model.safetensors.index.json metadata.total_size, copied from a cited public copy."""
+    pinned = doc.get("safetensors_total_size")
+    if pinned is None:
+        return None
+    value = pinned.get("bytes") if isinstance(pinned, Mapping) else None
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0 or not _index_source(doc):
+        raise CatalogueError(f"{where}: safetensors_total_size must be {{bytes: positive int, source: str}}")
+    return value
+
+
+def _index_source(doc: Mapping[str, object]) -> str | None:
+    pinned = doc.get("safetensors_total_size")
+    source = pinned.get("source") if isinstance(pinned, Mapping) else None
+    return str(source) if source else None
 
 
 @cache

@@ -50,6 +50,7 @@ def resolve_model(doc: PlanDocument) -> ModelInput:
         raise InputError("model", "give model: {config: …}, {catalogue: name} or {kv_bytes_per_token: N}")
     if spec.kv_bytes_per_token is not None:
         return ModelInput(kv_bytes_per_token=spec.kv_bytes_per_token, name=spec.name, source="kv_bytes_per_token")
+    index = spec.safetensors_index.model_dump() if spec.safetensors_index is not None else None
     if spec.catalogue is not None:
         from app.ingest.catalogue import get_model
 
@@ -57,7 +58,7 @@ def resolve_model(doc: PlanDocument) -> ModelInput:
             entry = get_model(spec.catalogue)
         except KeyError as exc:
             raise InputError("model.catalogue", str(exc.args[0]) if exc.args else "unknown model") from None
-        shape = _catalogue_shape(entry.slug)
+        shape = _catalogue_shape(entry.slug) if index is None else _shape(entry.config, "model.catalogue", index)
         return ModelInput(
             shape=shape, name=spec.name or entry.hf_id, source=f"catalogue:{entry.slug}", sha256=entry.sha256
         )
@@ -65,7 +66,7 @@ def resolve_model(doc: PlanDocument) -> ModelInput:
     sha = hashlib.sha256(json.dumps(config, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     name = spec.name or _str(config.get("_name_or_path"))
     return ModelInput(
-        shape=_shape(config, "model.config"),
+        shape=_shape(config, "model.config", index),
         name=name,
         source="config",
         sha256=sha,
@@ -75,21 +76,34 @@ def resolve_model(doc: PlanDocument) -> ModelInput:
 
 @functools.lru_cache(maxsize=128)
 def _catalogue_shape(slug: str) -> ModelShape:
-    """A catalogue model's shape, parsed once (the catalogue is read-only package data)."""
+    """A catalogue model's shape, parsed once (the catalogue is read-only package data); exact
+    weights from the checkpoint's total_size where the catalogue pins it."""
     from app.ingest.catalogue import get_model
 
-    return _shape(get_model(slug).config, "model.catalogue")
+    entry = get_model(slug)
+    pinned = {"metadata": {"total_size": entry.index_total_bytes}} if entry.index_total_bytes else None
+    return _shape(entry.config, "model.catalogue", pinned)
 
 
 def _str(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _shape(config: Mapping[str, object], field: str) -> ModelShape:
+def _shape(config: Mapping[str, object], field: str, index: Mapping[str, object] | None = None) -> ModelShape:
     try:
-        return shape_from_config(config)
+        return shape_from_config(config, index)
     except InputError as exc:
-        raise exc.under(field) from None
+        raise _rooted(exc, field) from None
+
+
+def _rooted(exc: InputError, field: str) -> InputError:
+    """The config reader names fields from the document's root (``model.config.X``, ``model.
+    safetensors_index.Y``, ``layout.pp``): keep those, re-root a catalogue config's under it."""
+    if exc.field.startswith("model.config") and field != "model.config":
+        return InputError(field + exc.field.removeprefix("model"), exc.message)
+    if exc.field.startswith(("model.", "layout.", "engine.")):
+        return exc
+    return exc.under(field)
 
 
 def _measured(value: int | None, note: str = "") -> Cell | None:
