@@ -78,7 +78,7 @@ def _per_rank(m: WeightsModel, g: Geometry) -> WeightsEstimate:
     source = "tensor by tensor from config.json"
     notes = m.notes
     if m.index_total_bytes is not None:
-        ratio = m.index_total_bytes / max(1, m.checkpoint_bytes)
+        ratio = m.index_total_bytes / max(1, m.index_basis)
         source = "safetensors index total_size, split by the tensor-by-tensor sharding"
         notes += (f"index total_size / tensor-by-tensor checkpoint count = {ratio:.4f}",)
     groups = tuple(GroupBytes(k, v, _WHY.get(k, k)) for k, v in sorted(by_group.items(), key=lambda kv: -kv[1]))

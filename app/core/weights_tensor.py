@@ -75,6 +75,13 @@ class WeightsModel:
     mtp_layers: int = 0  # next-token-prediction layers in the checkpoint (not loaded by vLLM)
     mtp_embed_copies: int = 0  # vocab × hidden tensors each MTP layer stores (DeepSeek: embed + head)
     config: Mapping[str, object] | None = None  # the config.json it was read from (for re-quantizing)
+    # The checkpoint's own tensor count that index_total_bytes corrects (kept when re-quantized)
+    checkpoint_basis: int | None = None
+
+    @functools.cached_property
+    def index_basis(self) -> int:
+        """What the index's total_size is compared with: the checkpoint as shipped."""
+        return self.checkpoint_basis or self.checkpoint_bytes
 
     @functools.cached_property
     def checkpoint_bytes(self) -> int:
@@ -121,7 +128,7 @@ def requantized(m: WeightsModel, plan: QuantPlan) -> WeightsModel:
     ts = m.tensors
     tensors = replace(ts, layers=layers, first=tuple(map(redo, ts.first)), last=tuple(map(redo, ts.last)),
                       vision=tuple(map(redo, ts.vision)))  # fmt: skip
-    return replace(m, tensors=tensors, quant=plan)
+    return replace(m, tensors=tensors, quant=plan, checkpoint_basis=m.index_basis)
 
 
 def _ceil(a: int, b: int) -> int:
@@ -213,5 +220,5 @@ def rank_group_bytes(m: WeightsModel, g: Geometry) -> dict[str, int]:
         by_group[t.group] = by_group.get(t.group, 0) + k * tensor_bytes(t, g)
     if m.index_total_bytes is None:
         return by_group
-    ratio = m.index_total_bytes / max(1, m.checkpoint_bytes)
+    ratio = m.index_total_bytes / max(1, m.index_basis)
     return {k: v if k in VLLM_ONLY else round(v * ratio) for k, v in by_group.items()}

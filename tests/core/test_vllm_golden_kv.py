@@ -197,7 +197,8 @@ def test_max_concurrency_full_attention() -> None:
 
 
 def test_max_concurrency_sliding_window() -> None:
-    rkv = rank_kv(qwen15_7b(sliding_window=1024), block_size=16)
+    # Qwen2Config applies sliding_window only with use_sliding_window (class default False).
+    rkv = rank_kv(qwen15_7b(sliding_window=1024, use_sliding_window=True), block_size=16)
     assert {g.kind for g in rkv.groups} == {"sliding"}
     assert rkv.max_concurrency(129 * 3, 16384, 1024) == 3
 

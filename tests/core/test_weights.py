@@ -206,3 +206,14 @@ def test_expert_parallel_and_tensor_parallel_conserve_expert_bytes(cfg: dict[str
     ep_total = sum(experts(enable_expert_parallel=True, ep_rank=r) for r in range(n))
     one_rank = sum(g.nbytes for g in weights_per_rank(model).groups if g.group == "experts")
     assert tp_total == ep_total == one_rank
+
+
+def test_online_fp8_on_an_exact_index_still_halves_the_linear_weights() -> None:
+    from app.core.model_config import shape_from_config
+    from app.core.shape import online_fp8_shape
+
+    model = weights_model(tiny())
+    exact = shape_from_config(tiny(), {"metadata": {"total_size": model.checkpoint_bytes}})
+    fp8 = online_fp8_shape(exact)
+    linear = linear_params()  # bf16 → one byte per value, plus one fp32 scale per tensor
+    assert weights_per_rank(exact).nbytes - weights_per_rank(fp8).nbytes == linear - 4 * 6 * L
