@@ -16,6 +16,7 @@ from typing import Any
 from app.core.errors import InputError
 from app.core.exports import FORMATS
 from app.core.units import fmt_bytes
+from app.settings import SettingsError
 
 MAX_INPUT_BYTES = 20 * 1024 * 1024
 
@@ -369,6 +370,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as exc:
         print(f"kvledger: error: {exc.field or 'input'}: {exc.message}", file=sys.stderr)
     except CliError as exc:
+        print(f"kvledger: error: {exc}", file=sys.stderr)
+    except SettingsError as exc:
         print(f"kvledger: error: {exc}", file=sys.stderr)
     except BrokenPipeError:
         return 0
