@@ -104,13 +104,19 @@ def weights_per_rank(
     dp: int = 1,
     enable_expert_parallel: bool = False,
     ep_rank: int = 0,
+    mxfp4_backend: str = "triton",
 ) -> WeightsEstimate:
     """Weight bytes vLLM holds on one rank of ``model`` (a WeightsModel, a parsed ModelShape or a
     config.json mapping) at this layout; cached per model and rank geometry."""
     for name, value in (("tp", tp), ("pp", pp), ("dp", dp)):
         if value < 1:
             raise InputError(f"layout.{name}", f"must be at least 1, got {value}")
-    return _per_rank(_model_of(model), Geometry(tp, pp, pp_rank, dp, enable_expert_parallel, ep_rank))
+    if mxfp4_backend not in ("triton", "marlin"):
+        raise InputError(
+            "engine.mxfp4_backend", f"{mxfp4_backend!r}: vLLM's MXFP4 MoE backends here are triton, marlin"
+        )
+    g = Geometry(tp, pp, pp_rank, dp, enable_expert_parallel, ep_rank, mxfp4_backend)
+    return _per_rank(_model_of(model), g)
 
 
 def weights_per_stage(

@@ -295,7 +295,10 @@ def _mxfp4(qc: Mapping[str, object], method: str) -> QuantPlan:
     # (triton) backend rounds each rank's intermediate up to 64; Marlin (pre-Hopper) to 128 and
     # hidden to 256 — not modelled, noted.
     scheme = Scheme("mxfp4 (uint8 scale per 32)", 4, "group", 1, 32)
-    note = "mxfp4: experts padded as the default (triton) backend does; Marlin on pre-Hopper cards pads more"
+    note = (
+        "mxfp4: experts as vLLM's Triton backend holds them (Hopper/Blackwell: scales kept twice); "
+        "Marlin (pre-Hopper cards) pads hidden to 256 and intermediate to 128, about 9 % more expert bytes"
+    )
     return QuantPlan(method, None, scheme, _patterns(qc, "modules_to_not_convert"), "prefix", (note,), 64)
 
 

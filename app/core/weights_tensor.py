@@ -61,6 +61,7 @@ class Geometry:
     dp: int = 1
     enable_expert_parallel: bool = False
     ep_rank: int = 0
+    mxfp4_backend: str = "triton"  # "triton" (Hopper/Blackwell) | "marlin" (pre-Hopper cards)
 
 
 @dataclass(frozen=True, eq=False)
@@ -170,8 +171,35 @@ def _shape_on_rank(t: Tensor, g: Geometry) -> tuple[int, int, int]:
 
 def tensor_bytes(t: Tensor, g: Geometry) -> int:
     """Bytes of tensor ``t`` on a rank at geometry ``g``."""
+    if t.scheme is not None and t.scheme.name.startswith("mxfp4"):
+        return _mxfp4_expert_bytes(t, g)
     r, c, n = _shape_on_rank(t, g)
     return n * (t.scheme.nbytes(r, c) if t.scheme is not None else r * c * t.dtype_bytes)
+
+
+def _mxfp4_expert_bytes(t: Tensor, g: Geometry) -> int:
+    """gpt-oss experts as the MXFP4 MoE backend holds them (quantization/mxfp4.py, v0.10.1 … @28be48fa9).
+
+    Marlin (``_should_use_marlin`` / ``get_mxfp4_backend``: cards below sm90, or no triton_kernels):
+    each rank's intermediate rounded up to 128 and the hidden size to 256 (``create_weights``).
+    Triton (Hopper/Blackwell default): intermediate rounded up to 64; ``process_weights_after_loading``
+    swizzles the scales into new tensors while the loaded ``w13/w2_weight_scale`` stay registered,
+    so the scales are held twice. Measured: gpt-oss-120b TP1 H100, Marlin 65.97 GiB (v0.10.1),
+    Triton 64.38 GiB (v0.14.1)."""
+    scheme = t.scheme
+    assert scheme is not None
+    if g.mxfp4_backend == "checkpoint":  # as stored: no padding, one set of scales
+        r, c, n = _shape_on_rank(replace(t, pad=1), g)
+        return n * scheme.nbytes(r, c)
+    marlin = g.mxfp4_backend == "marlin"
+    t = replace(t, pad=128 if marlin else 64)
+    r, c, n = _shape_on_rank(t, g)
+    if marlin and t.split == "e13":
+        c = _pad(c, 256)
+    elif marlin and t.split == "e2":
+        r = _pad(r, 256)
+    scales = 0 if marlin else r * _ceil(c, scheme.group) * scheme.scale_bytes
+    return n * (scheme.nbytes(r, c) + scales)
 
 
 def stage_tensors(m: WeightsModel, g: Geometry) -> list[tuple[Tensor, int]]:
@@ -192,7 +220,7 @@ def stage_tensors(m: WeightsModel, g: Geometry) -> list[tuple[Tensor, int]]:
 
 def checkpoint_bytes(m: WeightsModel) -> int:
     """Whole checkpoint, as stored: every tensor at TP1, vocab unpadded, MTP layers as the last layer."""
-    one = Geometry()
+    one = Geometry(mxfp4_backend="checkpoint")
     total = 0
     for t, k in stage_tensors(m, one):
         if t.group in VLLM_ONLY or t.name.startswith("self_attn.W_UK_T"):

@@ -86,7 +86,8 @@ def test_gpt_oss_layer_types_and_window() -> None:
     assert shape.sliding_window == 128
     assert shape.layer_kinds[:4] == ("sliding", "full", "sliding", "full")
     assert shape.params_total == pytest.approx(116.8e9, rel=0.01)
-    assert shape.weight_bytes == pytest.approx(60.8 * GIB, rel=0.03)  # ~65 GB mxfp4 checkpoint
+    # what vLLM's Triton MXFP4 backend holds at TP1 (public log 42, v0.14.1 H100: 64.38 GiB)
+    assert shape.weight_bytes == pytest.approx(64.38 * GIB, rel=0.02)
     assert any("bfloat16" in note for note in shape.notes)  # no torch_dtype in the config
 
 

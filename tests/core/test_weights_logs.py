@@ -22,31 +22,70 @@ GIB = 1024**3
 
 _WEIGHT_LINE = re.compile(
     r"Model loading took ([0-9.]+) GiB|Loading model weights took ([0-9.]+) GB"
-    r"|model weights take ([0-9.]+)\s*GiB|Actual usage is ([0-9.]+) GiB for weight"
+    r"|model weights take ([0-9.]+)\s*GiB|Actual usage is ([0-9.]+) GiB for weight|weights memory: ([0-9.]+)\s*GiB"
 )
 
-# (log file, config, tp, expert parallel, source of the layout)
+# (log file, config, tp, pp stage of the logging rank, expert parallel, MXFP4 MoE backend)
 CASES = [
-    ("01-v064-llama31-8b-rtx3090-tp1.log", "llama31-8b", 1, False),
-    ("14-v0102-qwen3-235b-a22b-fp8-8xl40s-tp8-ep.log", "qwen3-235b-a22b-fp8", 8, True),
-    ("15-v0102-qwen3-next-80b-h200-tp2-hybrid.log", "qwen3-next-80b", 2, False),
-    ("18-v0110-qwen3-vl-30b-a3b-4x3090-tp4.log", "qwen3-vl-30b-a3b", 4, False),
+    ("01-v064-llama31-8b-rtx3090-tp1.log", "llama31-8b", 1, (1, 0), False, "triton"),
+    ("14-v0102-qwen3-235b-a22b-fp8-8xl40s-tp8-ep.log", "qwen3-235b-a22b-fp8", 8, (1, 0), True, "triton"),
+    ("15-v0102-qwen3-next-80b-h200-tp2-hybrid.log", "qwen3-next-80b", 2, (1, 0), False, "triton"),
+    ("18-v0110-qwen3-vl-30b-a3b-4x3090-tp4.log", "qwen3-vl-30b-a3b", 4, (1, 0), False, "triton"),
+    # public logs (tests/data/vllm-logs/public/index.json names each source)
+    ("public/03-v084-llama31-8b-l40s-tp1.log", "llama31-8b", 1, (1, 0), False, "triton"),
+    # v0.10.1 on H100 picked Marlin (the log's marlin_utils_fp4 warning); v0.14.1 says "Using Triton backend"
+    ("public/08-v0101-gpt-oss-120b-mxfp4-h100-tp1-negative-kv.log", "gpt-oss-120b", 1, (1, 0), False, "marlin"),
+    ("public/42-v0141-gpt-oss-120b-h100-tp1-ansi-prefix-weights.log", "gpt-oss-120b", 1, (1, 0), False, "triton"),
+    ("public/25-v072-r1-distill-qwen-14b-2x4090-tp2-mml-fail.log", "r1-distill-qwen14b", 2, (1, 0), False, "triton"),
+    (
+        "public/28-v0100dev-qwen3-235b-a22b-fp8-141gb-tp4-util05-debug.log",
+        "qwen3-235b-a22b-fp8",
+        4,
+        (1, 0),
+        False,
+        "triton",
+    ),
 ]
 
 
 def logged_weights_gib(log: Path) -> float:
-    """The per-rank weights figure of a log (every rank must state the same one)."""
+    """The per-rank weights figure of a log: every line must state the same one (a 4-decimal GB line
+    and a 2-decimal GiB line of the same run agree to 0.01); the most precise is returned."""
     values = {next(g for g in m.groups() if g) for m in _WEIGHT_LINE.finditer(log.read_text(errors="replace"))}
-    assert len(values) == 1, f"{log.name}: expected one weights figure, got {sorted(values)}"
-    return float(values.pop())
+    assert values and max(map(float, values)) - min(map(float, values)) <= 0.01, f"{log.name}: {sorted(values)}"
+    return float(max(values, key=len))
 
 
-@pytest.mark.parametrize(("log", "config", "tp", "ep"), CASES, ids=[c[0][:2] for c in CASES])
-def test_weights_match_the_log_within_2_percent(log: str, config: str, tp: int, ep: bool) -> None:
+@pytest.mark.parametrize(
+    ("log", "config", "tp", "stage", "ep", "mxfp4"), CASES, ids=[c[0].removeprefix("public/")[:2] for c in CASES]
+)
+def test_weights_match_the_log_within_2_percent(
+    log: str, config: str, tp: int, stage: tuple[int, int], ep: bool, mxfp4: str
+) -> None:
     logged = logged_weights_gib(LOGS / log)
     model = weights_model(json.loads((CONFIGS / f"{config}.json").read_text()))
-    ours = weights_per_rank(model, tp, enable_expert_parallel=ep).nbytes / GIB
+    pp, rank = stage
+    ours = weights_per_rank(model, tp, pp, rank, enable_expert_parallel=ep, mxfp4_backend=mxfp4).nbytes / GIB
     assert ours == pytest.approx(logged, rel=0.02), f"{log}: ours {ours:.4f} GiB vs logged {logged} GiB"
+
+
+def test_qwen25_32b_two_ranks_from_the_catalogue_shape() -> None:
+    # public/39 (v0.7.x, Qwen2.5-32B-Instruct, TP2): the catalogue's Qwen2.5-32B has the same shape.
+    from app.ingest.catalogue import get_model
+
+    logged = logged_weights_gib(LOGS / "public/39-v072-qwen25-32b-2xl40s-tp2-v0-rows.log")
+    ours = weights_per_rank(weights_model(get_model("qwen2.5-32b").config_dict()), 2).nbytes / GIB
+    assert ours == pytest.approx(logged, rel=0.02)
+
+
+@pytest.mark.xfail(strict=True, reason="v0.7.2 MLA matrix absorption (W_Q_UK, W_UV_O copies) not modelled")
+def test_deepseek_r1_tp8_pp2_first_stage() -> None:
+    # public/30: the driver (PP0, TP0) of a TP8 × PP2 DeepSeek-R1 run on v0.7.2 logs 39.66 GiB; ours
+    # is 38.55 GiB (-2.8 %). vLLM 0.7.2's MLA kept absorbed W_Q_UK / W_UV_O copies beside the weights
+    # (attention/backends/mla/utils.py process_weights_after_loading, VLLM_MLA_PERFORM_MATRIX_ABSORPTION=1).
+    logged = logged_weights_gib(LOGS / "public/30-v072-deepseek-r1-h20-141gb-ray-tp8-pp2-driver-rows-worker-budget.log")
+    model = weights_model(json.loads((CONFIGS / "deepseek-r1.json").read_text()))
+    assert weights_per_rank(model, 8, 2, 0).nbytes / GIB == pytest.approx(logged, rel=0.02)
 
 
 def test_llama_weights_are_exact_to_the_logged_digits() -> None:
