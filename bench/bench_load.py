@@ -1,0 +1,175 @@
+"""Load test: `.venv/bin/python bench/bench_load.py` (appends to bench/RESULTS-load.md).
+
+Bounded and loopback only. One server (`serve`, one uvicorn worker, a fresh SQLite data dir) on
+127.0.0.1; this process runs 8 keep-alive clients moving the plan-page sliders (htmx fragment
+requests, every one a fresh position) and, while they run, one more client posts a 10 MB vLLM
+log (real startup logs interleaved with ordinary vLLM lines, bench_parser.typical_log) to
+`/api/v1/import/log`. Recorded: slider p50/p99 idle and during the import, the import's wall
+time and the server's CPU seconds for it (from /proc), and the machine.
+
+Targets (issue 12 item 1): slider p99 during the import no worse than 2x idle; the import
+finishes, and costs <= 5 s of server CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_parser import typical_log  # noqa: E402
+from bench_web import HTMX_HEADERS, Connection, free_port, machine, pct, slider_paths  # noqa: E402
+
+CLIENTS = 8
+IDLE_REQUESTS = 400
+TARGET_IMPORT_CPU_S = 5.0
+TARGET_P99_RATIO = 2.0
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process and its children so far (/proc/<pid>/stat, clock ticks)."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for p in [pid, *children(pid)]:
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
+def children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+async def slider_client(port: int, paths: list[str], stop: asyncio.Event | None) -> list[float]:
+    conn = await Connection.open(port)
+    out: list[float] = []
+    for path in paths:
+        if stop is not None and stop.is_set():
+            break
+        t0 = time.perf_counter()
+        await conn.get(path, HTMX_HEADERS)
+        out.append((time.perf_counter() - t0) * 1000)
+    await conn.close()
+    return out
+
+
+async def post_log(port: int, text: str) -> tuple[int, float, bytes]:
+    body = text.encode()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    head = (
+        f"POST /api/v1/import/log HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: text/plain\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    t0 = time.perf_counter()
+    writer.write(head.encode() + body)
+    await writer.drain()
+    response = await reader.read()
+    elapsed = time.perf_counter() - t0
+    writer.close()
+    status = int(response.split(b" ", 2)[1]) if response else 0
+    return status, elapsed, response.split(b"\r\n\r\n", 1)[-1][:300]
+
+
+async def under_import(port: int, pid: int, text: str, offset: int) -> dict[str, float | int | str]:
+    stop = asyncio.Event()
+    paths = slider_paths(CLIENTS * 250, offset)
+    cpu0 = cpu_seconds(pid)
+    clients = [asyncio.create_task(slider_client(port, paths[i::CLIENTS], stop)) for i in range(CLIENTS)]
+    await asyncio.sleep(0.5)
+    status, elapsed, body = await post_log(port, text)
+    cpu1 = cpu_seconds(pid)
+    stop.set()
+    times = [t for r in await asyncio.gather(*clients) for t in r]
+    return {"status": status, "import_s": elapsed, "server_cpu_s": cpu1 - cpu0, "n": len(times),
+            "p50": statistics.median(times), "p99": pct(times, 99), "body": body.decode(errors="replace")}
+
+
+async def idle(port: int, offset: int) -> dict[str, float]:
+    paths = slider_paths(IDLE_REQUESTS, offset)
+    times = [t for r in await asyncio.gather(
+        *(slider_client(port, paths[i::CLIENTS], None) for i in range(CLIENTS))) for t in r]
+    return {"p50": statistics.median(times), "p99": pct(times, 99), "n": len(times)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mb", type=float, default=10.0, help="size of the posted log (MB)")
+    parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--label", default="", help="a note for the results heading")
+    args = parser.parse_args()
+    text = typical_log(int(7000 * args.mb))
+    import subprocess
+
+    from bench_web import start
+
+    data_dir = tempfile.mkdtemp(prefix="kvledger-load-")
+    port = free_port()
+    env_note = f"KVLEDGER_DATA_DIR={data_dir}"
+    os.environ["KVLEDGER_DATA_DIR"] = data_dir
+    proc: subprocess.Popen[bytes] = start(
+        [sys.executable, "-c", f"from app.web.app import serve; serve('127.0.0.1', {port})"],
+        f"http://127.0.0.1:{port}/")
+    try:
+        asyncio.run(slider_client(port, slider_paths(50, 0), None))  # warm-up
+        before = asyncio.run(idle(port, 100))
+        during = asyncio.run(under_import(port, proc.pid, text, 600))
+        after = asyncio.run(idle(port, 3000))
+    finally:
+        proc.terminate()
+        t0 = time.monotonic()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        shutdown_s = time.monotonic() - t0
+        shutil.rmtree(data_dir, ignore_errors=True)
+    ratio = during["p99"] / before["p99"]  # type: ignore[operator]
+    lines = [
+        f"## {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')} {args.label}".rstrip(), "",
+        f"Command: `.venv/bin/python bench/bench_load.py --mb {args.mb:g}` ({env_note.split('=')[0]} a fresh dir)", "",
+        "| measure | result | target | verdict |", "| --- | --- | --- | --- |",
+        f"| slider idle, {CLIENTS} clients | p50 {before['p50']:.1f} ms, p99 {before['p99']:.1f} ms "
+        f"(n={before['n']}) | | |",
+        f"| slider during the {len(text.encode()) / 1e6:.1f} MB import | p50 {during['p50']:.1f} ms, "
+        f"p99 {during['p99']:.1f} ms (n={during['n']}) | p99 <= {TARGET_P99_RATIO:g}x idle | "
+        f"{'PASS' if ratio <= TARGET_P99_RATIO else 'FAIL'} ({ratio:.2f}x) |",
+        f"| import: HTTP status, wall time | {during['status']}, {during['import_s']:.2f} s | 200 | "
+        f"{'PASS' if during['status'] == 200 else 'FAIL'} |",
+        f"| server CPU while importing (all requests) | {during['server_cpu_s']:.2f} s | "
+        f"<= {TARGET_IMPORT_CPU_S:g} s for the import | "
+        f"{'PASS' if float(during['server_cpu_s']) <= TARGET_IMPORT_CPU_S else 'FAIL'} |",
+        f"| slider idle after the import | p50 {after['p50']:.1f} ms, p99 {after['p99']:.1f} ms | | |",
+        f"| shutdown after SIGTERM | {shutdown_s:.2f} s | <= 10 s | {'PASS' if shutdown_s <= 10 else 'FAIL'} |",
+        "",
+    ]
+    if during["status"] != 200:
+        lines += [f"Import reply: `{str(during['body'])[:200]}`", ""]
+    lines += ["Machine:", "", machine(), "", ""]
+    report = "\n".join(lines)
+    print(report)
+    if not args.no_write:
+        out = ROOT / "bench" / "RESULTS-load.md"
+        head = "" if out.exists() else "# Load test: sliders during a 10 MB log import (bench/bench_load.py)\n\n"
+        with out.open("a") as fh:
+            fh.write(head + report)
+
+
+if __name__ == "__main__":
+    main()
