@@ -12,6 +12,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from app.db.migration_guard import refuse_data_loss
+
 revision: str = "0001"
 down_revision: str | Sequence[str] | None = None
 branch_labels: str | Sequence[str] | None = None
@@ -99,6 +101,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    refuse_data_loss(("ledger_rank", "ledger", "deployment"))
     op.drop_table("ledger_rank")
     op.drop_index("ix_ledger_deployment_id_created_at", table_name="ledger")
     op.drop_table("ledger")

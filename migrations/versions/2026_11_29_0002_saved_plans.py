@@ -12,6 +12,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from app.db.migration_guard import refuse_data_loss
+
 revision: str = "0002"
 down_revision: str | Sequence[str] | None = "0001"
 branch_labels: str | Sequence[str] | None = None
@@ -38,6 +40,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    refuse_data_loss(("saved_plan",))
     op.drop_index(op.f("ix_saved_plan_parent_id"), table_name="saved_plan")
     op.drop_index(op.f("ix_saved_plan_created_at"), table_name="saved_plan")
     op.drop_table("saved_plan")
