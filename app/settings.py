@@ -35,9 +35,11 @@ RANGES: dict[str, tuple[float, float]] = {
     "max_log_bytes": (1024, 1024**3),
     "sim_max_work": (1, 100_000_000),
     "sqlite_busy_timeout_ms": (0, 600_000),
+    "import_time_limit_s": (0.01, 3600),
 }
 ENV = {name: f"KVLEDGER_{name.upper()}" for name in (
-    "database_url", "write_token", "max_body_bytes", "max_log_bytes", "sim_max_work", "demo_data")}
+    "database_url", "write_token", "max_body_bytes", "max_log_bytes", "sim_max_work", "demo_data",
+    "import_time_limit_s")}
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,8 @@ class Settings:
     sim_max_work: int = 200_000
     demo_data: bool = True
     sqlite_busy_timeout_ms: int = 10_000
+    #: Seconds one request may spend reading a pasted log (in a child process) before it is stopped.
+    import_time_limit_s: float = 30.0
 
     def __post_init__(self) -> None:
         for name, (low, high) in RANGES.items():

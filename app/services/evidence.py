@@ -32,7 +32,8 @@ def _as_int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _run(parsed: Mapping[str, object], index: int) -> Mapping[str, Any]:
+def log_run(parsed: Mapping[str, object], index: int) -> Mapping[str, Any]:
+    """Run `index` of a parsed log, or an InputError saying what the log holds."""
     runs = parsed.get("runs")
     if not isinstance(runs, list) or not runs:
         raise InputError("from_log", "the log has no vLLM engine start with memory lines")
@@ -103,7 +104,7 @@ def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) 
         parsed = parse_log_text(str(source["text"]))
     else:
         raise InputError("from_log", "give a file path, {text: log text} or the parsed JSON ({runs: […]})")
-    run = _run(parsed, doc.log_run)
+    run = log_run(parsed, doc.log_run)
     data = doc.model_dump(exclude_none=True, exclude={"from_log", "log_run"})
     settings: Mapping[str, Any] = run.get("settings") or {}
     ranks = ranks_from_run(run)

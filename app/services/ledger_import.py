@@ -5,7 +5,7 @@ appended to the note, and the log text itself (capped by the repository)."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -130,9 +130,14 @@ def import_log_ledger(
     note: str = "",
     captured_at: dt.date | None = None,
     max_source_log_bytes: int = repo.DEFAULT_MAX_SOURCE_LOG_BYTES,
+    isolate: Callable[..., tuple[repo.LedgerIn, JSON]] | None = None,
 ) -> int:
-    """Parse `text` and store its run as a new ledger of deployment `slug`; the ledger id."""
-    ledger, _ = ledger_from_log(text, run_index, note, captured_at)
+    """Parse `text` and store its run as a new ledger of deployment `slug`; the ledger id.
+    `isolate(func, *args)` runs the parse elsewhere (the web: a child process, web/isolation.py)."""
+    if isolate is not None:
+        ledger, _ = isolate(ledger_from_log, text, run_index, note, captured_at)
+    else:
+        ledger, _ = ledger_from_log(text, run_index, note, captured_at)
     try:
         return run_write(factory, lambda s: repo.add_ledger(s, slug, ledger, max_source_log_bytes=max_source_log_bytes))
     except repo.InvalidInput as exc:

@@ -393,13 +393,32 @@ def import_log(text: str, model_config: Mapping[str, object] | None = None) -> J
     return parsed
 
 
+def read_log(
+    text: str, model_config: Mapping[str, object] | None = None
+) -> tuple[JSON, list[tuple[JSON | None, str | None]]]:
+    """The parsed log (`import_log`) and, per run, its plan document or why there is none.
+    Pure and picklable in and out: the web runs it in a child process (`web/isolation.py`)."""
+    parsed = import_log(text, model_config)
+    docs: list[tuple[JSON | None, str | None]] = []
+    for index in range(len(parsed.get("runs") or [])):
+        try:
+            docs.append((plan_from_log_run(parsed, index, model_config), None))
+        except InputError as exc:
+            docs.append((None, exc.message))
+    return parsed, docs
+
+
 def plan_from_log_run(
     parsed: Mapping[str, object], run_index: int = 0, model_config: Mapping[str, object] | None = None
 ) -> JSON:
-    """A plan document with the measured ranks of one run of a parsed log."""
-    from app.services.evidence import document_from_log
+    """A plan document with the measured ranks of one run of a parsed log.
 
-    doc: JSON = {"from_log": _plain(parsed), "log_run": run_index}
+    Only that run is converted and validated: the cost is one run's, whatever the log's size
+    (converting the whole parsed log for each run made an import quadratic in its runs).
+    """
+    from app.services.evidence import document_from_log, log_run
+
+    doc: JSON = {"from_log": {"runs": [_plain(log_run(parsed, run_index))]}, "log_run": 0}
     if model_config is not None:
         doc["model"] = {"config": _plain(model_config)}
     return document_from_log(validate_plan(doc), None).model_dump(mode="json", exclude_none=True)

@@ -9,7 +9,13 @@ plans and deployments (`app.web.saved`), the simulator (`app.web.sim`).
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import logging
+import os
+import threading
+import time
+from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
 from sqlalchemy.orm import Session, sessionmaker
@@ -23,6 +29,7 @@ from app.settings import Settings
 from app.web.assets import HTMX_JS, PLOTLY_JS, StaticAssets
 from app.web.errors import install as install_error_mapping
 from app.web.headers import SecurityHeaders
+from app.web.isolation import Isolation
 from app.web.limits import BodySizeLimit
 from app.web.plan.api import router as api_router
 from app.web.plan.examples import base_documents
@@ -35,6 +42,15 @@ from app.web.templating import Templates
 
 TEMPLATES_DIR = resource_path("templates")
 STATIC_DIR = resource_path("static")
+
+@contextlib.asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """At shutdown, kill the children still reading logs (SIGTERM is never held up by a parse)."""
+    try:
+        yield
+    finally:
+        app.state.isolation.shutdown()
+
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the KV Ledger web app for `settings` (read from the environment when omitted)."""
@@ -49,6 +65,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # Pasted logs arrive as one text field; BodySizeLimit caps whole bodies, so the multipart
         # parser's own 1 MiB per-field default is raised to the log cap.
         form_limits={"max_part_size": settings.max_log_bytes},
+        lifespan=_lifespan,
     )
     assets = StaticAssets(STATIC_DIR)
     app.state.settings = settings
@@ -60,6 +77,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     memory = MemoryBaseStore(fixed=base_documents() if settings.demo_data else None)
     app.state.bases = DurableBaseStore(memory, lambda: _write_sessions(app))
     app.state.plan_cache = PlanCache()
+    app.state.isolation = Isolation(workers=1, time_limit_s=settings.import_time_limit_s)
 
     @app.get("/static/{rest:path}", include_in_schema=False)
     async def static(request: Request, rest: str) -> Response:
@@ -94,7 +112,22 @@ def serve(host: str, port: int) -> None:
     prepare_database(settings)
     app = create_app(settings)
     freeze_startup_objects()
-    uvicorn.run(app, host=host, port=port, log_level="info", access_log=False)
+    # SIGTERM: requests get 5 s to finish, then are cancelled; the lifespan kills import children.
+    uvicorn.run(app, host=host, port=port, log_level="info", access_log=False, timeout_graceful_shutdown=5)
+    exit_past_stuck_threads()
+
+
+def exit_past_stuck_threads(grace_s: float = 2.0) -> None:
+    """After uvicorn stopped: a worker thread still inside a long computation would hold the
+    interpreter's exit (it joins non-daemon threads) however long it runs. Wait `grace_s`, then
+    leave without it (storage commits are transactions: nothing half-written survives)."""
+    deadline = time.monotonic() + grace_s
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        logging.shutdown()
+        os._exit(0)
 
 
 def freeze_startup_objects() -> None:

@@ -13,6 +13,7 @@ waits for any more still runs to its end. Here the work runs in a child process 
 - at shutdown (the app's lifespan) every live child is killed, so SIGTERM is never held up
   by a parse.
 
+Inputs below `INLINE_BELOW_CHARS` (every real start-up log) run inline: they take milliseconds.
 Children come from a `forkserver` (not `fork`: the server has threads and locks) that has
 already imported the modules in `PRELOAD`, so starting one costs milliseconds, not an import
 of the app. Results and errors come back through a pipe; the function must be a module-level
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.connection
+import os
 import resource
 import threading
 import time
@@ -38,6 +40,10 @@ T = TypeVar("T")
 
 PRELOAD = ["app.planning", "app.ingest.vllm_log", "app.ingest.catalogue"]
 POLL_S = 0.1
+CHILD_NICENESS = 5
+#: Inputs shorter than this (in characters) run in the calling thread: parsing a real start-up
+#: log of this size takes milliseconds (bench/RESULTS-load.md).
+INLINE_BELOW_CHARS = 256 * 1024
 
 
 def _child(
@@ -45,6 +51,7 @@ def _child(
 ) -> None:
     if memory:
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    os.nice(CHILD_NICENESS)  # interactive requests (sliders) first when cores are short
     try:
         result: tuple[str, object] = ("ok", func(*args))
     except InputError as exc:
@@ -60,8 +67,12 @@ def _child(
 class Isolation:
     """See the module docstring. Thread-safe; `run` blocks the calling (worker) thread."""
 
-    def __init__(self, workers: int = 1, time_limit_s: float = 30.0, memory_bytes: int = 4 * 1024**3) -> None:
+    def __init__(
+        self, workers: int = 1, time_limit_s: float = 30.0, memory_bytes: int = 4 * 1024**3,
+        inline_below_chars: int = INLINE_BELOW_CHARS,
+    ) -> None:
         self.workers = workers
+        self.inline_below_chars = inline_below_chars
         self.memory_bytes = memory_bytes
         self.time_limit_s = time_limit_s
         self._slots = threading.BoundedSemaphore(workers)
@@ -73,6 +84,8 @@ class Isolation:
 
     def run(self, field: str, func: Callable[..., T], *args: object) -> T:
         """`func(*args)` in a child process; an `InputError` on `field` past the time limit."""
+        if sum(len(a) for a in args if isinstance(a, str)) < self.inline_below_chars:
+            return func(*args)  # milliseconds of work: a child would cost more than it saves
         deadline = time.monotonic() + self.time_limit_s
         if self._closed.is_set() or not self._slots.acquire(timeout=self.time_limit_s):
             raise HTTPException(503, "The server is busy with other imports; try again in a minute.")

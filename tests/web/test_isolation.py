@@ -15,7 +15,7 @@ from tests.web import isolated_funcs as f
 
 @pytest.fixture
 def iso() -> Isolation:
-    return Isolation(workers=1, time_limit_s=3.0, memory_bytes=1024**3)
+    return Isolation(workers=1, time_limit_s=3.0, memory_bytes=1024**3, inline_below_chars=0)
 
 
 def test_result_and_input_errors_come_back(iso: Isolation) -> None:
@@ -26,7 +26,7 @@ def test_result_and_input_errors_come_back(iso: Isolation) -> None:
 
 
 def test_past_the_time_limit_the_child_is_killed_and_the_field_named() -> None:
-    iso = Isolation(workers=1, time_limit_s=0.5)
+    iso = Isolation(workers=1, time_limit_s=0.5, inline_below_chars=0)
     with pytest.raises(InputError) as info:
         iso.run("log", f.spin, 60.0)
     assert info.value.field == "log"
@@ -42,7 +42,7 @@ def test_a_memory_hog_is_an_input_error(iso: Isolation) -> None:
 
 
 def test_at_most_workers_at_once_and_shutdown_kills_live_children() -> None:
-    iso = Isolation(workers=1, time_limit_s=30.0)
+    iso = Isolation(workers=1, time_limit_s=30.0, inline_below_chars=0)
     errors: list[BaseException] = []
 
     def long_one() -> None:

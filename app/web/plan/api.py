@@ -96,8 +96,9 @@ def import_log(
     file: Annotated[UploadFile | None, File(description="or the log file")] = None,
 ) -> JSONResponse:
     settings = request.app.state.settings
-    parsed, config = workflows.import_log(workflows.log_text(text, file, settings.max_log_bytes), model)
-    return JSONResponse(workflows.import_json(parsed, config, request.app.state.bases))
+    imported = workflows.import_log(workflows.log_text(text, file, settings.max_log_bytes), model,
+                                    request.app.state.isolation)
+    return JSONResponse(workflows.import_json(imported, request.app.state.bases))
 
 
 @router.post("/import/nvidia-smi", summary="Parse nvidia-smi output (table or --query-gpu CSV)")

@@ -189,8 +189,9 @@ def import_post(
 ) -> Response:
     settings = request.app.state.settings
     spec = expect_page(request, "pages/import.html", workflows.import_context(settings, "log", model))
-    parsed, config = workflows.import_log(workflows.log_text(text, file, settings.max_log_bytes), model)
-    return render(request, spec, workflows.import_preview(parsed, config, _bases(request)))
+    imported = workflows.import_log(workflows.log_text(text, file, settings.max_log_bytes), model,
+                                    request.app.state.isolation)
+    return render(request, spec, workflows.import_preview(imported, _bases(request)))
 
 
 @router.post("/import.json")
@@ -201,8 +202,9 @@ def import_post_json(
     file: Annotated[UploadFile | None, File()] = None,
 ) -> Response:
     settings = request.app.state.settings
-    parsed, config = workflows.import_log(workflows.log_text(text, file, settings.max_log_bytes), model)
-    return JSONResponse(workflows.import_json(parsed, config, _bases(request)))
+    imported = workflows.import_log(workflows.log_text(text, file, settings.max_log_bytes), model,
+                                    request.app.state.isolation)
+    return JSONResponse(workflows.import_json(imported, _bases(request)))
 
 
 @router.post("/start/config")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import UploadFile
@@ -20,6 +21,7 @@ from app.services import plans
 from app.services.base_documents import BaseStore
 from app.settings import Settings
 from app.web import querystring
+from app.web.isolation import Isolation
 from app.web.plan import examples
 from app.web.plan.views import plan_view
 
@@ -75,13 +77,18 @@ def base_plan_url(doc: Mapping[str, Any], bases: BaseStore) -> str:
     return querystring.page_url("/plan", {"base": bases.put(doc)})
 
 
-def _run_plan_link(
-    parsed: Mapping[str, Any], index: int, config: Mapping[str, object] | None, bases: BaseStore
-) -> dict[str, Any]:
-    try:
-        doc = plans.plan_from_log_run(parsed, index, config)
-    except InputError as exc:
-        return {"plan_url": None, "plan_error": exc.message}
+@dataclass(frozen=True)
+class ImportedLog:
+    """A parsed log and, per run, its plan document or why there is none (`plans.read_log`)."""
+
+    parsed: dict[str, Any]
+    docs: list[tuple[dict[str, Any] | None, str | None]]
+
+
+def _run_plan_link(imported: ImportedLog, index: int, bases: BaseStore) -> dict[str, Any]:
+    doc, error = imported.docs[index] if index < len(imported.docs) else (None, "no plan for this run")
+    if doc is None:
+        return {"plan_url": None, "plan_error": error}
     return {"plan_url": base_plan_url(doc, bases), "plan_error": None}
 
 
@@ -92,12 +99,10 @@ def _scalars(section: object) -> dict[str, object]:
     return {k: v for k, v in section.items() if isinstance(v, str | int | float)}
 
 
-def import_runs(
-    parsed: Mapping[str, Any], config: Mapping[str, object] | None, bases: BaseStore
-) -> list[dict[str, Any]]:
+def import_runs(imported: ImportedLog, bases: BaseStore) -> list[dict[str, Any]]:
     """Each parsed run with its display pieces and a link to a plan made from it."""
     runs = []
-    for index, run in enumerate(parsed.get("runs") or []):
+    for index, run in enumerate(imported.parsed.get("runs") or []):
         version = run.get("version") or {}
         stated = run.get("vllm_version")
         inferred = f"{version.get('inferred_min') or '?'} – <{version.get('inferred_max_exclusive') or '?'}"
@@ -105,7 +110,7 @@ def import_runs(
         runs.append({
             "index": index, "run": run, "version_text": stated or f"not stated (inferred {inferred})",
             "settings": settings, "engine": _scalars(run.get("engine")),
-            **_run_plan_link(parsed, index, config, bases),
+            **_run_plan_link(imported, index, bases),
         })
     return runs
 
@@ -143,23 +148,23 @@ def catalogue_config(slug: str) -> dict[str, object] | None:
         raise InputError("model", f"no catalogue model {slug!r}") from None
 
 
-def import_log(text: str, model_slug: str) -> tuple[dict[str, Any], dict[str, object] | None]:
-    """Parse a log (with the chosen catalogue model's config for residuals, if any)."""
+def import_log(text: str, model_slug: str, isolation: Isolation) -> ImportedLog:
+    """Parse a log (with the chosen catalogue model's config for residuals, if any) and make each
+    run's plan document, in a child process under the server's time limit (web/isolation.py)."""
     config = catalogue_config(model_slug)
-    return plans.import_log(text, config), config
+    parsed, docs = isolation.run("log", plans.read_log, text, config)
+    return ImportedLog(parsed, docs)
 
 
-def import_preview(
-    parsed: Mapping[str, Any], config: Mapping[str, object] | None, bases: BaseStore
-) -> dict[str, Any]:
-    return {"runs": import_runs(parsed, config, bases), "findings": parsed.get("findings") or []}
+def import_preview(imported: ImportedLog, bases: BaseStore) -> dict[str, Any]:
+    return {"runs": import_runs(imported, bases), "findings": imported.parsed.get("findings") or []}
 
 
-def import_json(parsed: Mapping[str, Any], config: Mapping[str, object] | None, bases: BaseStore) -> dict[str, Any]:
+def import_json(imported: ImportedLog, bases: BaseStore) -> dict[str, Any]:
     """The parsed log plus, per run, the URL of the plan made from it (or why there is none)."""
-    out = dict(parsed)
+    out = dict(imported.parsed)
     out["plans"] = [{"run": r["index"], "url": r["plan_url"], "error": r["plan_error"]}
-                    for r in import_runs(parsed, config, bases)]
+                    for r in import_runs(imported, bases)]
     return out
 
 

@@ -6,6 +6,7 @@ a `.json` twin; the API twins of the writes live under /api/v1/deployments.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 from typing import Annotated, Any
 
@@ -167,7 +168,8 @@ def _store_log(request: Request, writer: Any, slug: str, text: str, file: Upload
     settings = request.app.state.settings
     content = workflows.log_text(text, file, settings.max_log_bytes)
     return ledger_import.import_log_ledger(writer, slug, content, run_index=_run(run), note=note,
-                                    captured_at=_date(captured_at))
+                                           captured_at=_date(captured_at),
+                                           isolate=functools.partial(request.app.state.isolation.run, "log"))
 
 
 @router.post("/d/{slug}/ledgers", include_in_schema=False, dependencies=[WriteGuard])

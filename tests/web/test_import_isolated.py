@@ -1,0 +1,68 @@
+"""Log import through the web (issue 12 item 1): big logs are read in a child process, under the
+server's per-request time limit with a clear message; the cost is linear in the runs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.services import plans
+from app.web.app import create_app
+
+from .support import TestClient, make_settings
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from bench_parser import typical_log  # noqa: E402
+
+
+def test_a_big_log_is_read_in_a_child_and_gets_plan_links() -> None:
+    text = typical_log(3000)  # ~0.4 MB: above the inline threshold
+    assert len(text) > 256 * 1024
+    with TestClient(create_app(make_settings())) as client:
+        reply = client.post("/api/v1/import/log", data={"text": text})
+        assert reply.status_code == 200, reply.text
+        body = reply.json()
+        assert len(body["runs"]) == len(body["plans"]) > 5
+        first = next(p for p in body["plans"] if p["url"])
+        assert client.get(first["url"]).status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/api/v1/import/log", "/import.json", "/import"])
+def test_past_the_time_limit_the_reply_names_the_field_and_the_limit(path: str) -> None:
+    text = typical_log(20000)  # ~2.8 MB: seconds of parsing, far past 0.05 s
+    with TestClient(create_app(make_settings(import_time_limit_s=0.05))) as client:
+        reply = client.post(path, data={"text": text})
+    assert reply.status_code == 422
+    if path == "/import":
+        assert "longer than the 0.05 s" in reply.text
+    else:
+        assert reply.json()["error"]["field"] == "log"
+        assert "longer than the 0.05 s" in reply.json()["error"]["message"]
+
+
+def test_plan_documents_cost_one_run_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The root of the quadratic import: each run's plan converts that run only. Counted in
+    values converted (not time): doubling the runs doubles the work, it does not quadruple it."""
+    converted = 0
+    original = plans._plain
+
+    def counting(obj: object) -> object:
+        nonlocal converted
+        converted += 1
+        return original(obj)
+
+    monkeypatch.setattr(plans, "_plain", counting)
+
+    def work(lines: int) -> tuple[int, int]:
+        nonlocal converted
+        parsed, docs = plans.read_log(typical_log(lines))
+        converted = 0
+        parsed, docs = plans.read_log(typical_log(lines))
+        return converted, len(docs)
+
+    small, runs_small = work(1500)
+    large, runs_large = work(3000)
+    assert runs_large >= 1.8 * runs_small
+    assert large / small < 1.3 * runs_large / runs_small  # linear, with slack for run sizes
