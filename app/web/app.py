@@ -27,6 +27,7 @@ from app.resources import resource_path
 from app.services.base_documents import DurableBaseStore, MemoryBaseStore
 from app.settings import Settings
 from app.web.assets import HTMX_JS, PLOTLY_JS, StaticAssets
+from app.web.deps import WritePolicy
 from app.web.errors import install as install_error_mapping
 from app.web.headers import SecurityHeaders
 from app.web.isolation import Isolation
@@ -66,13 +67,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # parser's own 1 MiB per-field default is raised to the log cap.
         form_limits={"max_part_size": settings.max_log_bytes},
         lifespan=_lifespan,
+        dependencies=[WritePolicy],  # every route: same-origin writes, the token when one is set
     )
     assets = StaticAssets(STATIC_DIR)
     app.state.settings = settings
     app.state.assets = assets
     app.state.templates = Templates(
         TEMPLATES_DIR,
-        {"static_url": assets.url, "HTMX_JS": HTMX_JS, "PLOTLY_JS": PLOTLY_JS, "levers_flagged": levers_flagged},
+        {"static_url": assets.url, "HTMX_JS": HTMX_JS, "PLOTLY_JS": PLOTLY_JS, "levers_flagged": levers_flagged,
+         "token_required": bool(settings.write_token)},
     )
     memory = MemoryBaseStore(fixed=base_documents() if settings.demo_data else None)
     app.state.bases = DurableBaseStore(memory, lambda: _write_sessions(app))

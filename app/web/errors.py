@@ -32,6 +32,7 @@ from app.core.errors import InputError
 from app.db import repository as repo
 from app.services.sim_jobs import JobLimitError
 from app.web import querystring
+from app.web.headers import HEADERS as SECURITY_HEADERS
 from app.web.limits import wants_json
 from app.web.responses import PageSpec, declared_page, render
 
@@ -120,13 +121,18 @@ async def unexpected_error(request: Request, exc: Exception) -> Response:
     reference = uuid.uuid4().hex[:12]
     log.error("unhandled error %s on %s %s", reference, request.method, request.url.path, exc_info=exc)
     message = f"Something went wrong on our side. The error was logged with reference {reference}."
+    # Starlette answers a 500 from its outermost middleware, outside SecurityHeaders: set them here.
+    headers = {name.decode(): value.decode() for name, value in SECURITY_HEADERS}
     if wants_json(request.url.path):
-        return error_json("", message, 500)
+        response: Response = error_json("", message, 500)
+        response.headers.update(headers)
+        return response
     return HTMLResponse(
         "<!doctype html><html lang=en><meta charset=utf-8><title>Error · KV Ledger</title>"
         f"<body style='font-family:system-ui;margin:3rem'><h1>Error</h1><p>{message}</p>"
         "<p><a href='/'>Back to KV Ledger</a></p></body></html>",
         status_code=500,
+        headers=headers,
     )
 
 

@@ -46,3 +46,37 @@ def test_rank_labels_from_a_log_are_escaped(client: TestClient) -> None:
     response = client.post("/import", data={"text": text + "\n" + PAYLOAD + "\n"})
     assert response.status_code == 200
     assert PAYLOAD not in response.text
+
+
+# --- security headers on every response, 500s included (issue 12 item 8) ------------------------
+
+
+def test_every_response_carries_the_security_headers_even_a_500() -> None:
+    from fastapi import APIRouter
+
+    from app.web.app import create_app
+    from app.web.headers import HEADERS
+
+    from .support import TestClient as Client
+    from .support import make_settings
+
+    app = create_app(make_settings())
+    boom = APIRouter()
+
+    @boom.get("/boom")
+    def _boom_page() -> None:
+        raise RuntimeError("a bug")
+
+    @boom.get("/api/v1/boom")
+    def _boom_api() -> None:
+        raise RuntimeError("a bug")
+
+    app.include_router(boom)
+    with Client(app, raise_server_exceptions=False) as c:
+        replies = [c.get("/boom"), c.get("/api/v1/boom"), c.get("/nowhere"), c.get("/"),
+                   c.post("/api/v1/plan", json={"model": {}}), c.get("/openapi.json")]
+    assert [r.status_code for r in replies] == [500, 500, 404, 200, 422, 200]
+    for reply in replies:
+        for name, value in HEADERS:
+            assert reply.headers.get(name.decode()) == value.decode(), (reply.url, name)
+    assert "a bug" not in replies[0].text and "Traceback" not in replies[1].text

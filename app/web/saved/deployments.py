@@ -19,7 +19,7 @@ from app.core.errors import InputError
 from app.db import repository as repo
 from app.services import deployments, ledger_import
 from app.services.deployments import deployment_json, diff_json, history_json, ledger_json
-from app.web.deps import SessionDep, WriteGuard, WriterDep
+from app.web.deps import SessionDep, WriterDep
 from app.web.plan import workflows
 from app.web.responses import expect_page, render
 from app.web.saved import present
@@ -61,7 +61,7 @@ def deployments_json(session: SessionDep) -> JSONResponse:
     return JSONResponse({"deployments": [deployment_json(r) for r in records]})
 
 
-@router.post("/d", include_in_schema=False, dependencies=[WriteGuard])
+@router.post("/d", include_in_schema=False)
 def create_deployment_form(
     request: Request,
     session: SessionDep,
@@ -79,14 +79,14 @@ def create_deployment_form(
     return RedirectResponse(f"/d/{record.slug}", status_code=303)
 
 
-@router.post("/api/v1/deployments", tags=["api"], status_code=201, dependencies=[WriteGuard],
+@router.post("/api/v1/deployments", tags=["api"], status_code=201,
              summary="Create a deployment (a named series of ledgers)")
 def create_deployment_api(writer: WriterDep, body: DeploymentBody) -> JSONResponse:
     record = deployments.create_deployment(writer, _deployment_in(body))
     return JSONResponse(deployment_json(record), status_code=201, headers={"Location": f"/d/{record.slug}"})
 
 
-@router.post("/api/v1/deployments/import", tags=["api"], status_code=201, dependencies=[WriteGuard],
+@router.post("/api/v1/deployments/import", tags=["api"], status_code=201,
              summary="Import a deployment exported by /d/{slug}/export.json")
 def import_deployment_api(
     writer: WriterDep,
@@ -97,7 +97,7 @@ def import_deployment_api(
     return JSONResponse(deployment_json(record), status_code=201, headers={"Location": f"/d/{record.slug}"})
 
 
-@router.post("/d/import", include_in_schema=False, dependencies=[WriteGuard])
+@router.post("/d/import", include_in_schema=False)
 def import_deployment_form(
     request: Request,
     session: SessionDep,
@@ -172,7 +172,7 @@ def _store_log(request: Request, writer: Any, slug: str, text: str, file: Upload
                                            isolate=functools.partial(request.app.state.isolation.run, "log"))
 
 
-@router.post("/d/{slug}/ledgers", include_in_schema=False, dependencies=[WriteGuard])
+@router.post("/d/{slug}/ledgers", include_in_schema=False)
 def import_log_form(
     request: Request,
     slug: str,
@@ -191,7 +191,7 @@ def import_log_form(
     return RedirectResponse(f"/l/{ledger_id}", status_code=303)
 
 
-@router.post("/api/v1/deployments/{slug}/ledgers", tags=["api"], status_code=201, dependencies=[WriteGuard],
+@router.post("/api/v1/deployments/{slug}/ledgers", tags=["api"], status_code=201,
              summary="Import a vLLM start-up log (text or file) as a new ledger of a deployment")
 def import_log_api(
     request: Request,
