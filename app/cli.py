@@ -34,7 +34,9 @@ def read_text(path: str, what: str = "file") -> str:
         try:
             if p.stat().st_size > MAX_INPUT_BYTES:
                 raise CliError(f"{path}: the {what} is larger than 20 MB ({p.stat().st_size:,} bytes); refused")
-            data = p.read_bytes()
+            # A hard cap on what is read, not st_size: /dev/zero, pipes and /proc files report 0.
+            with p.open("rb") as fh:
+                data = fh.read(MAX_INPUT_BYTES + 1)
         except CliError:
             raise
         except IsADirectoryError:

@@ -26,6 +26,12 @@ def _size(value: object) -> int:
 Size = Annotated[int, BeforeValidator(_size)]
 
 
+#: Stated ranges (README "Reliability"): sizes 0 … 4 PiB (`units.MAX_BYTES`), token counts ≤ 10⁹,
+#: KV bytes per token ≤ 1 GiB; the other counts carry their own bounds below.
+MAX_TOKENS = 10**9
+MAX_BYTES_PER_TOKEN = 1024**3
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -46,7 +52,7 @@ class SafetensorsIndexDoc(BaseModel):
 class ModelDoc(_Strict):
     config: dict[str, Any] | None = None
     catalogue: str | None = None
-    kv_bytes_per_token: int | None = Field(default=None, gt=0)
+    kv_bytes_per_token: int | None = Field(default=None, gt=0, le=MAX_BYTES_PER_TOKEN)
     name: str | None = None
     safetensors_index: SafetensorsIndexDoc | None = None
 
@@ -94,9 +100,11 @@ class EngineDoc(_Strict):
 class PolicyDoc(_Strict):
     growth_reserve: float = Field(default=0.0, ge=0, lt=1)
     operating_reserve: Size = 0
-    avg_live_tokens: int | None = Field(default=None, ge=1)
+    avg_live_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
     free_spread_threshold: Size = 1024**3
-    activation_points: list[tuple[int, Size]] = Field(default_factory=list)
+    activation_points: list[tuple[Annotated[int, Field(ge=0, le=MAX_TOKENS)], Size]] = Field(
+        default_factory=list, max_length=1024
+    )
 
 
 class RankDoc(_Strict):
@@ -142,7 +150,7 @@ class PlanDocument(_Strict):
     gpu: GpuDoc | None = None
     vllm_version: str | None = Field(default=None, max_length=64)
     from_log: str | dict[str, Any] | None = None
-    log_run: int = Field(default=0, ge=0)
+    log_run: int = Field(default=0, ge=0, le=100_000)
     whatif: WhatIfDoc | None = None
     title: str | None = Field(default=None, max_length=200)
     # A `vllm serve` command line (or its args list) / a vLLM --config YAML: fills model, layout and

@@ -19,6 +19,7 @@ No HTTP in this module: errors are `InputError` (bad input, with a field) or the
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -60,6 +61,21 @@ def plan_title(doc: Mapping[str, Any], result: Mapping[str, Any], title: str = "
     return "Untitled plan"
 
 
+def _computed_from_stored_form(doc: Mapping[str, Any]) -> tuple[JSON, JSON]:
+    """The document as the database will hand it back (a JSON round trip) and its result computed
+    from that form, also checked to be storable JSON: what is saved is what opens again."""
+    try:
+        stored = json.loads(json.dumps(dict(doc), allow_nan=False))
+    except (TypeError, ValueError):
+        raise InputError("", "the plan document is not plain JSON (no NaN, Infinity or non-JSON values)") from None
+    result = plans.run_plan(stored)
+    try:
+        result = json.loads(json.dumps(result, allow_nan=False))
+    except (TypeError, ValueError):
+        raise InputError("", "this plan's result cannot be stored (a value out of range)") from None
+    return stored, result
+
+
 def save_document(
     factory: sessionmaker[Session], doc: object, title: str = "", parent_slug: str | None = None
 ) -> Saved:
@@ -69,7 +85,7 @@ def save_document(
         raise InputError("", "a plan document must be a JSON object")
     if "\x00" in title:
         raise InputError("title", "the title contains a NUL character")
-    result = plans.run_plan(dict(doc))
+    stored, result = _computed_from_stored_form(doc)
     parent = parent_slug.strip() if parent_slug else None
 
     def work(session: Session) -> str:
@@ -77,7 +93,7 @@ def save_document(
         if parent and not (isinstance(given, str) and given.strip()):
             given = repo.get_plan(session, parent).title  # a new version keeps its plan's title
         name = plan_title(doc, result, given if isinstance(given, str) else "")
-        return repo.save_plan(session, dict(doc), result, CORE_VERSION, name, parent or None)
+        return repo.save_plan(session, stored, result, CORE_VERSION, name, parent or None)
 
     try:
         slug = run_write(factory, work)

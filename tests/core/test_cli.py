@@ -110,3 +110,15 @@ def test_kv_bytes_keys(capsys: pytest.CaptureFixture[str]) -> None:
         assert key in out
     assert out["kv_heads_per_rank"] == 1  # 4 KV heads at TP8: replicated, not 0.5
     assert out["kv_bytes_per_token"] == 2 * 94 * 1 * 128 * 2
+
+
+# --- a hard byte cap on every read (issue 12 item 4) --------------------------------------------
+
+
+def test_endless_files_are_refused_after_the_cap(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["import-log", "/dev/zero"]) == 2
+    assert "larger than 20 MB" in capsys.readouterr().err
+    doc = tmp_path / "plan.json"
+    doc.write_text(json.dumps({"from_log": "/dev/zero", "model": {"catalogue": "llama-3.1-8b"}}))
+    assert main(["plan", str(doc)]) == 2
+    assert "larger than 20 MB" in capsys.readouterr().err

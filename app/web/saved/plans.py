@@ -87,7 +87,15 @@ def saved_plan_json(slug: str, session: SessionDep) -> JSONResponse:
 def saved_plan_page(request: Request, slug: str, session: SessionDep) -> Response:
     opened = saved_plans.open_plan(session, slug)
     newer = saved_plans.children(session, slug)
-    context = present.saved_plan_context(opened, newer, request.app.state.bases, request)
+    try:
+        context = present.saved_plan_context(opened, newer, request.app.state.bases, request)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+        # A row the validator never saw (written around KV Ledger, or by an older core): explain it.
+        return render(request, expect_page(request, "pages/saved_plan_broken.html", {
+            "nav": "saved", "record": opened.record, "recomputed": opened.recomputed, "json_url": f"/p/{slug}.json",
+            "reason": "Its stored result is not one this version of KV Ledger can display, and today's core "
+                      "cannot recompute it either (below). It was probably written outside KV Ledger.",
+        }))
     spec = expect_page(request, "pages/saved_plan.html", context)
     return render(request, spec)
 
