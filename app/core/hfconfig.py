@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from app.core.config_defaults import TEXT_CONFIG_TYPE, class_default
 from app.core.errors import InputError
+
+#: The largest integer a config.json field may hold (2**40): far above any real vocabulary,
+#: position count or width, far below where float arithmetic on it overflows.
+MAX_CONFIG_INT = 2**40
 
 
 class HFConfig:
@@ -53,10 +58,15 @@ class HFConfig:
         value = self.get(*keys)
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise InputError(f"model.config.{keys[0]}", f"expected an integer, got {str(value)[:40]!r}")
+        if isinstance(value, float) and (not math.isfinite(value) or int(value) != value):
             raise InputError(f"model.config.{keys[0]}", f"expected an integer, got {value!r}")
         if value < 0:
-            raise InputError(f"model.config.{keys[0]}", f"must not be negative, got {value!r}")
+            raise InputError(f"model.config.{keys[0]}", "must not be negative")
+        if value > MAX_CONFIG_INT:
+            # The stated range (README "Reliability"): no real config field comes near 2**40.
+            raise InputError(f"model.config.{keys[0]}", f"must be at most {MAX_CONFIG_INT:,} (2**40)")
         return int(value)
 
     def int_req(self, *keys: str) -> int:
