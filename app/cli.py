@@ -222,6 +222,18 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_gpus(args: argparse.Namespace) -> int:
+    from app.core.gpus import preset_rows
+
+    rows = preset_rows()
+    if args.json:
+        emit(rows)
+    else:
+        for r in rows:
+            print(f"{r['name']:<22} {int(str(r['total_bytes'])) / 2**30:>7.2f} GiB  {r['source']}")
+    return 0
+
+
 def cmd_padding(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
@@ -330,6 +342,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("query", nargs="?")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_models)
+
+    p = sub.add_parser("gpus", help="list the GPU presets (total memory as vLLM sees it, with sources)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_gpus)
 
     p = sub.add_parser("padding", help="padded batch vs paged blocks for a JSON list of lengths")
     p.add_argument("file")

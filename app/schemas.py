@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from app.core.errors import InputError
+from app.core.gpus import resolve_gpu
 from app.core.units import parse_bytes
 from app.ingest.vllm_serve import fill_from_serve
 
@@ -73,6 +74,7 @@ class LayoutDoc(_Strict):
     pp: int = Field(default=1, ge=1, le=1024)
     dp: int = Field(default=1, ge=1, le=65536)
     dcp: int = Field(default=1, ge=1, le=1024)
+    expert_parallel: bool = False  # --enable-expert-parallel
 
 
 def _kv_dtype(value: object) -> object:
@@ -95,6 +97,7 @@ class EngineDoc(_Strict):
     quantization: Literal["fp8"] | None = None
     num_gpu_blocks_override: int | None = Field(default=None, ge=1, le=100_000_000)
     disable_hybrid_kv_cache_manager: bool = False
+    cudagraph_mode: Literal["auto", "NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"] = "auto"
 
 
 class PolicyDoc(_Strict):
@@ -125,10 +128,21 @@ class RankDoc(_Strict):
 
 
 class GpuDoc(_Strict):
+    """A GPU for estimated rows: its total (what torch's mem_get_info reports) or a preset name
+    (`kvledger gpus`; nvidia-smi product strings match too), which gives the total."""
+
     total: Size
     free_at_start: Size | None = None
     name: str | None = Field(default=None, max_length=120)
     count: int | None = Field(default=None, ge=1, le=65536)
+    interconnect: Literal["nvlink", "pcie"] | None = None  # None: the preset's usual one, else unknown
+
+    @model_validator(mode="before")
+    @classmethod
+    def _preset_total(cls, data: object) -> object:
+        if isinstance(data, Mapping) and data.get("total") is None and isinstance(data.get("name"), str):
+            return {**data, "total": resolve_gpu(data["name"]).total_bytes}
+        return data
 
 
 class WhatIfDoc(_Strict):
@@ -179,6 +193,16 @@ def _path(loc: tuple[int | str, ...]) -> str:
     return out
 
 
+def _gpu_preset(doc: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A gpu given by name only takes its preset's total (an unknown name: an error naming gpu.name)."""
+    gpu = doc.get("gpu")
+    if not isinstance(gpu, Mapping) or gpu.get("total") is not None:
+        return doc
+    if isinstance(gpu.get("name"), str):
+        return {**doc, "gpu": {**gpu, "total": resolve_gpu(gpu["name"], "gpu.name").total_bytes}}
+    raise InputError("gpu.total", "required: give gpu.total or gpu.name (a preset: see `kvledger gpus`)")
+
+
 def validate_plan(doc: object) -> PlanDocument:
     """Validate a plan document, raising InputError with the first problem's field path."""
     if isinstance(doc, PlanDocument):
@@ -186,6 +210,7 @@ def validate_plan(doc: object) -> PlanDocument:
     if not isinstance(doc, Mapping):
         raise InputError("", f"a plan document must be a JSON object, got {type(doc).__name__}")
     filled = fill_from_serve(doc) if "serve" in doc or "vllm_config" in doc else dict(doc)
+    filled = dict(_gpu_preset(filled))
     try:
         return PlanDocument.model_validate(filled)
     except ValidationError as exc:

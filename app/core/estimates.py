@@ -1,35 +1,38 @@
-"""Estimated ledger rows for planning before the GPUs exist.
+"""Estimated ledger rows for planning before the GPUs exist: a term-by-term model of vLLM.
 
-Every row here is an estimate and is marked so; a measured value always replaces it.
+Every row here is an estimate and is marked so; a measured value always replaces it. Each row
+comes from its own module, which cites the vLLM code it counts:
 
 - weights: tensor by tensor as vLLM shards them (``app.core.weights``: column/row-parallel
   linears, KV-head replication, padded vocab-parallel embeddings, experts, quantization scales;
   exact from the checkpoint's safetensors index when given), for the rank's pipeline stage.
-- non_torch: CUDA context growth, cuBLAS/attention workspaces and, when TP > 1, the
-  communicator buffers. Before vLLM 0.10.2 the init snapshot was taken before NCCL init, so the
-  NCCL buffers showed up in this row (VLLM-NOTES §1.1 step 2); measured PR #10511: TP1 1.79 GiB →
-  TP2 3.58 GiB on V0, file 14 (v0.10.2, TP8): 0.21 GiB.
-- activation: the peak of vLLM's profile run, a dummy forward pass of max_num_batched_tokens
-  tokens plus a dummy sampler pass over max_num_seqs rows of logits
-  (`profile_run`, vllm/v1/worker/gpu_model_runner.py). The per-token part has a piece that
-  shards with TP (MLP / expert intermediates, attention projections) and a piece that does not
-  (the residual stream, norms, the all-reduce buffers): never the TP1 peak divided by TP.
-  Published measurements: 0.085–0.10 MiB per batched token on dense 7–8B models
-  (measured-figures.md §2.1), and a peak that did not shrink from TP1 to TP2 on Llama-3-8B (§2.2).
-- cuda_graphs: about 26 MiB per captured piecewise graph for small models (vLLM PRs #22897,
-  #23184), more for many layers; vLLM captures up to 67 sizes by default (file 14:
-  "PIECEWISE 67/67", 3.45 GiB for a 94-layer MoE at TP8). Zero with enforce_eager.
+- activation (app.core.profile_run, app.core.vision): the torch peak of `profile_run` — the
+  dummy forward of max_num_batched_tokens tokens, the dummy sampler over min(max_num_seqs,
+  tokens) rows of full-vocabulary logits on the last pipeline stage, the vision encoder's dummy
+  batch; V0's sampler where V0 runs.
+- non_torch (app.core.nontorch): lazily loaded modules and library workspaces, plus the
+  communicator buffers while the init snapshot preceded NCCL set-up (V0, V1 < 0.11).
+- cuda_graphs (app.core.cudagraphs): the capture sizes of the version, FULL/PIECEWISE counts,
+  the largest graph's activations plus per-graph driver memory; 0 with enforce_eager.
+
+The few constants fitted to measurements live in app.core.calibration (scored leave-one-out by
+bench/bench_estimates_loo.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from app.core import weights
+from app.core.calibration import DEFAULT, Calibration
+from app.core.cudagraphs import CudagraphMode, GraphTerms, graph_terms
 from app.core.kvspec import pp_layer_split
 from app.core.ledger import Cell, RankInput
+from app.core.nontorch import Interconnect, non_torch_terms
+from app.core.profile_run import ActivationTerms, ProfileInputs, activation_terms, forward_per_token
 from app.core.shape import ModelShape
 from app.core.versions import VersionRules
+from app.core.vision import VisionGeometry
 
 MIB = 1024**2
 GIB = 1024**3
@@ -47,6 +50,17 @@ class EstimateContext:
     max_num_seqs: int
     enforce_eager: bool
     rules: VersionRules
+    expert_parallel: bool = False
+    v1: bool | None = None  # None: the version's default engine (V1 from 0.8.0)
+    interconnect: Interconnect = "unknown"
+    cudagraph_mode: CudagraphMode = "auto"
+    vision: VisionGeometry | None = None
+    calibration: Calibration = field(default=DEFAULT)
+
+    @property
+    def uses_v1(self) -> bool:
+        """V1 is the default engine from v0.8.0 (`VLLM_USE_V1` oracle, PR #13726, 2025-03-15)."""
+        return self.v1 if self.v1 is not None else self.rules.version >= (0, 8, 0)
 
 
 def embedding_bytes(shape: ModelShape) -> int:
@@ -74,70 +88,74 @@ def weights_per_stage(shape: ModelShape, tp: int, pp: int) -> tuple[int, ...]:
 
 
 def activation_slope(shape: ModelShape, tp: int) -> tuple[int, int]:
-    """(sharded, unsharded) activation bytes per batched token at this TP degree.
-
-    The profiled peak is dominated by transients that every rank holds at full hidden size
-    (the residual stream and its norm/all-reduce copies, about 12 hidden-size vectors per
-    token), plus the MLP or routed-expert intermediates, which shard with TP. Calibrated on
-    the published figures: ≈ 0.1 MiB per batched token for dense 7–8B models at TP1, and a
-    per-rank peak that barely moves from TP1 to TP2 (measured-figures.md §2.1, §2.2).
-    """
-    dtype_bytes = _DTYPE_BYTES.get(shape.dtype, 2)
-    if shape.num_experts and shape.moe_intermediate_size and shape.num_experts_per_tok:
-        inter = shape.moe_intermediate_size * shape.num_experts_per_tok
-    else:
-        inter = shape.intermediate_size or 4 * shape.hidden_size
-    sharded = dtype_bytes * inter // 2 // tp
-    unsharded = dtype_bytes * 12 * shape.hidden_size
-    return sharded, unsharded
+    """(sharded, unsharded) bytes of the dummy forward's peak per batched token at this TP degree
+    (app.core.profile_run.forward_per_token): what a change of max_num_batched_tokens moves."""
+    return forward_per_token(shape, tp)
 
 
-def moe_workspace_per_token(shape: ModelShape) -> int:
-    """Fused-MoE intermediate caches per batched token (tokens × top-k rows, not sharded by EP)."""
-    if not (shape.num_experts and shape.moe_intermediate_size and shape.num_experts_per_tok):
-        return 0
-    dtype_bytes = _DTYPE_BYTES.get(shape.dtype, 2)
-    return dtype_bytes * shape.num_experts_per_tok * (2 * shape.moe_intermediate_size + shape.hidden_size)
+def _profile_inputs(ctx: EstimateContext, last_stage: bool) -> ProfileInputs:
+    return ProfileInputs(
+        tp=ctx.tp, max_num_batched_tokens=ctx.max_num_batched_tokens, max_num_seqs=ctx.max_num_seqs,
+        version=ctx.rules.version, last_stage=last_stage, expert_parallel=ctx.expert_parallel,
+        vision=ctx.vision if ctx.uses_v1 else None, v1=ctx.uses_v1,
+    )  # fmt: skip
 
 
-def sampler_bytes(shape: ModelShape, ctx: EstimateContext) -> int:
-    """The V1 dummy sampler pass: max_num_seqs rows of fp32 logits and about six same-sized copies
-    (sort values and int64 indices, probabilities, cumulative sums, log-probabilities). V0's
-    profile showed no such term (file 01: peak − weights is linear in batched tokens through 0)."""
-    if ctx.rules.version < (0, 7, 0):
-        return 0
-    return ctx.max_num_seqs * (shape.vocab_size or 0) * 4 * 7
+def activation_for_stage(shape: ModelShape, ctx: EstimateContext, last_stage: bool) -> ActivationTerms:
+    """The profile-run peak on one rank of a pipeline stage (the sampler runs on the last only)."""
+    return activation_terms(shape, _profile_inputs(ctx, last_stage))
 
 
 def activation_bytes(shape: ModelShape, ctx: EstimateContext) -> int:
-    """Estimated profiled activation peak on one rank."""
-    sharded, unsharded = activation_slope(shape, ctx.tp)
-    per_token = sharded + unsharded + moe_workspace_per_token(shape)
-    return ctx.max_num_batched_tokens * per_token + sampler_bytes(shape, ctx)
+    """Estimated profiled activation peak on one rank of the last pipeline stage."""
+    return activation_for_stage(shape, ctx, True).peak
 
 
 def non_torch_bytes(shape: ModelShape, ctx: EstimateContext) -> int:
-    """Estimated non-torch memory increase on one rank (file 01, V0 TP1: 0.35 GiB; file 14,
-    v0.10.2 TP8: 0.18 GiB; PR #10511, V0: +1.79 GiB of communicator buffers at TP2)."""
-    base = (350 if ctx.rules.version < (0, 7, 0) else 200) * MIB
-    if ctx.tp * ctx.pp > 1 and ctx.rules.nccl_in_non_torch:
-        base += 1792 * MIB
-    return base
+    """Estimated non-torch increase on one rank (app.core.nontorch)."""
+    world = ctx.tp * ctx.pp
+    return non_torch_terms(ctx.rules.version, ctx.uses_v1, world, ctx.interconnect, ctx.calibration).total
+
+
+def cuda_graph_terms(shape: ModelShape, ctx: EstimateContext) -> GraphTerms:
+    """The CUDA-graph pool on one rank of the deepest stage (app.core.cudagraphs)."""
+    layers = max(pp_layer_split(shape.num_layers, ctx.pp))
+    sharded, unsharded = forward_per_token(shape, ctx.tp, ctx.expert_parallel, ctx.uses_v1)
+    return graph_terms(
+        ctx.rules.version, ctx.uses_v1, ctx.cudagraph_mode, ctx.enforce_eager, ctx.max_num_seqs,
+        ctx.max_num_batched_tokens, layers, sharded + unsharded, ctx.calibration,
+    )  # fmt: skip
 
 
 def cuda_graph_bytes(shape: ModelShape, ctx: EstimateContext) -> int:
-    """Estimated CUDA-graph pool on one rank (0 with enforce_eager).
+    """Estimated CUDA-graph pool on one rank (0 with enforce_eager)."""
+    return cuda_graph_terms(shape, ctx).total
 
-    About 0.5 MiB per captured graph per decoder layer on the rank: measured 3.45 GiB for 67
-    piecewise graphs × 94 layers (file 14), 1.92 GiB for 35 full + 67 piecewise graphs × 48
-    layers (file 18), 2.37 GiB for 67 × 48 (file 15), 0.65 GiB for 67 × 28 (file 23).
-    vLLM captures 67 batch sizes up to 512 by default, plus 35 full decode graphs from v0.11.
-    """
-    if ctx.enforce_eager:
-        return 0
-    n_graphs = 67 + (35 if ctx.rules.version >= (0, 11, 0) else 0)
-    layers = max(pp_layer_split(shape.num_layers, ctx.pp))
-    return n_graphs * layers * MIB // 2
+
+def _act_note(terms: ActivationTerms, ctx: EstimateContext) -> str:
+    parts = [
+        f"profile run: forward of {ctx.max_num_batched_tokens:,} tokens {terms.forward / GIB:.2f} GiB",
+        f"sampler over {min(ctx.max_num_seqs, ctx.max_num_batched_tokens):,} rows {terms.sampler / GIB:.2f} GiB"
+        if terms.sampler
+        else "no sampler (not the last pipeline stage)",
+    ]
+    if terms.encoder:
+        parts.append(f"vision encoder {terms.encoder / GIB:.2f} GiB")
+    return "; ".join(parts + list(terms.notes)) + "; peak = the largest step"
+
+
+def _row_cells(shape: ModelShape, ctx: EstimateContext) -> tuple[Cell, Cell, Cell, Cell]:
+    """(non_torch, cuda_graphs, activation of a middle stage, activation of the last stage)."""
+    nt = non_torch_terms(ctx.rules.version, ctx.uses_v1, ctx.tp * ctx.pp, ctx.interconnect, ctx.calibration)
+    graphs = cuda_graph_terms(shape, ctx)
+    last = activation_for_stage(shape, ctx, True)
+    mid = activation_for_stage(shape, ctx, False) if ctx.pp > 1 else last
+    return (
+        Cell(nt.total, "estimated", nt.note),
+        Cell(graphs.total, "estimated", graphs.note),
+        Cell(mid.peak, "estimated", _act_note(mid, ctx)),
+        Cell(last.peak, "estimated", _act_note(last, ctx)),
+    )
 
 
 def _weights_note(shape: ModelShape, ctx: EstimateContext, stage: int) -> str:
@@ -151,18 +169,14 @@ def estimate_ranks(
 ) -> tuple[RankInput, ...]:
     """Estimated rows for every rank of one engine (tp × pp ranks)."""
     stages = weights_per_stage(shape, ctx.tp, ctx.pp)
-    act = activation_bytes(shape, ctx)
-    non_torch = non_torch_bytes(shape, ctx)
-    graphs = cuda_graph_bytes(shape, ctx)
+    non_torch_cell, graphs_cell, act_mid, act_last = _row_cells(shape, ctx)
     total = Cell(total_bytes, "measured", "GPU memory size")
     free = Cell(free_at_start, "measured") if free_at_start is not None else None
-    non_torch_cell = Cell(non_torch, "estimated", "context, workspaces, communicators")
-    graphs_cell = Cell(graphs, "estimated", "captured graph sizes × per-graph pool")
-    act_cell = Cell(act, "estimated", "profile-run peak for max_num_batched_tokens")
     ranks = []
     for stage, stage_bytes in enumerate(stages):
         # One set of cells per stage, shared by its TP ranks (the ledger computes them once).
         weights_cell = Cell(stage_bytes, "estimated", _weights_note(shape, ctx, stage))
+        act_cell = act_last if stage == len(stages) - 1 else act_mid
         for tp_rank in range(ctx.tp):
             label = f"PP{stage}_TP{tp_rank}" if ctx.pp > 1 else f"TP{tp_rank}"
             ranks.append(

@@ -13,13 +13,16 @@ from dataclasses import dataclass, field
 
 from app.core.admission import Admission, AdmissionPolicy, admit
 from app.core.budget import UniformBudget, uniform_budget
+from app.core.cudagraphs import CudagraphMode
 from app.core.errors import InputError
 from app.core.estimates import EstimateContext
 from app.core.kvspec import RankKV, rank_kv, rank_kv_uniform
 from app.core.ledger import LedgerRules, RankInput, RankLedger, work_out
+from app.core.nontorch import Interconnect
 from app.core.shape import ModelShape
 from app.core.units import fmt_bytes
 from app.core.versions import VersionRules, rules_for
+from app.core.vision import VisionGeometry
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,7 @@ class ModelInput:
     source: str = "config"
     sha256: str | None = None
     multimodal: bool = False
+    vision: VisionGeometry | None = None  # the encoder vLLM profiles (Qwen-VL towers), when known
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,8 @@ class Layout:
     pp: int = 1
     dp: int = 1
     dcp: int = 1
+    expert_parallel: bool = False  # --enable-expert-parallel: experts split over the TP ranks, not sharded
+    interconnect: Interconnect = "unknown"  # nvlink | pcie: decides NCCL's buffers before vLLM 0.11
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,7 @@ class Engine:
     quantization: str | None = None  # vLLM's --quantization for an unquantized checkpoint ("fp8")
     num_gpu_blocks_override: int | None = None  # vLLM's --num-gpu-blocks-override (every worker's blocks)
     disable_hybrid_kv_cache_manager: bool = False  # --disable-hybrid-kv-cache-manager
+    cudagraph_mode: CudagraphMode = "auto"  # "auto": the version's default
 
 
 @dataclass(frozen=True)
@@ -119,7 +126,9 @@ def check_rank_count(layout: Layout, count: int) -> None:
     )
 
 
-def estimate_context(layout: Layout, engine: Engine, vllm_version: str, tp: int | None = None) -> EstimateContext:
+def estimate_context(
+    layout: Layout, engine: Engine, vllm_version: str, tp: int | None = None, vision: VisionGeometry | None = None
+) -> EstimateContext:
     """What the row estimates depend on besides the model (optionally at another TP degree)."""
     return EstimateContext(
         tp or layout.tp,
@@ -128,6 +137,10 @@ def estimate_context(layout: Layout, engine: Engine, vllm_version: str, tp: int 
         engine.max_num_seqs,
         engine.enforce_eager,
         rules_for(vllm_version),
+        expert_parallel=layout.expert_parallel,
+        interconnect=layout.interconnect,
+        cudagraph_mode=engine.cudagraph_mode,
+        vision=vision,
     )
 
 
@@ -229,12 +242,21 @@ def warnings(result: PlanResult) -> tuple[Warning, ...]:
                 "log to replace them with measurements",
             )
         )
-        if plan.model.multimodal:
+        if plan.model.multimodal and plan.model.vision is None:
             out.append(
                 Warning(
                     "encoder_profile_not_estimated",
-                    "this is a multimodal model: vLLM also profiles its vision encoder, which the activation "
-                    "estimate does not include (measured 2.8 GiB more on Qwen3-VL-30B-A3B at TP4); expect less KV",
+                    "this is a multimodal model whose vision encoder the estimate cannot size (only Qwen-VL towers "
+                    "are modelled): vLLM also profiles the encoder, so expect less KV",
+                )
+            )
+        elif plan.model.multimodal:
+            out.append(
+                Warning(
+                    "encoder_profile_image_only",
+                    "the vision encoder's profile is estimated for one maximum-size image; vLLM profiles the "
+                    "modality with the most tokens, and a video item can be larger (Qwen3-VL-30B-A3B at TP4 on "
+                    "RTX 3090: 1.4 GiB more than estimated, bench/RESULTS-estimates.md); expect less KV",
                 )
             )
     return tuple(out)

@@ -123,3 +123,39 @@ def check_block_size(block_size: int, version_text: str | None, attention: bool 
             f"{block_size} is not a multiple of 16: vLLM's CUDA attention backends store KV in blocks of a "
             "multiple of 16 tokens (FlashAttention: 'Block size must be a multiple of 16.')",
         )
+
+
+def scheduler_defaults(
+    version: Version, v1: bool, gpu_total_bytes: int | None, gpu_name: str | None, max_model_len: int,
+    chunked_prefill: bool | None = None,
+) -> tuple[int, int, str]:  # fmt: skip
+    """(max_num_batched_tokens, max_num_seqs, what was assumed) as `vllm serve` picks them.
+
+    V1, `EngineArgs.get_batch_defaults` / `_set_default_max_num_seqs_and_batched_tokens_args`
+    (vllm/engine/arg_utils.py @28be48fa), OpenAI-server usage context:
+    - ≥ 70 GiB cards get 8192 tokens and 1024 sequences (PR #12369, `0e74d797c`, 2025-01-23,
+      v0.7.1), except A100s from PR #17885 (`911215528`, 2025-05-11, v0.9.0); smaller cards 2048.
+    - smaller cards kept V1's 1024 sequences until PR #16158 (`66d433b94`, 2025-04-08, v0.8.3),
+      then 256.
+    - then `max_num_batched_tokens = min(max_num_seqs × max_model_len, …)` and
+      `max_num_seqs = min(max_num_seqs, max_num_batched_tokens)`.
+    V0 (vllm/engine/arg_utils.py, SchedulerConfig): 256 sequences; chunked prefill on by default
+    only when max_model_len > 32K (then 512 tokens before v0.7, 2048 after), otherwise
+    `max(max_model_len, 2048)` tokens (the whole prompt in one step).
+    """
+    if not v1:
+        chunked = chunked_prefill if chunked_prefill is not None else max_model_len > 32768
+        if chunked:
+            tokens = 512 if version < (0, 7, 0) else 2048
+            return tokens, 256, f"V0 with chunked prefill: {tokens} batched tokens, 256 sequences"
+        return max(max_model_len, 2048), 256, "V0 without chunked prefill: max(max_model_len, 2048) batched tokens"
+    name = (gpu_name or "").lower()
+    big = gpu_total_bytes is not None and gpu_total_bytes >= 70 * 1024**3 and version >= (0, 7, 1)
+    if big and "a100" in name and version >= (0, 9, 0):
+        big = False
+    tokens = 8192 if big else 2048
+    seqs = 1024 if big or version < (0, 8, 3) else 256
+    tokens = min(seqs * max_model_len, tokens)
+    seqs = min(seqs, tokens)
+    size = "≥ 70 GiB" if big else "< 70 GiB (or an A100)"
+    return tokens, seqs, f"vllm serve defaults for a {size} card: {tokens} batched tokens, {seqs} sequences"

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, replace
 
 from app.core.errors import InputError
-from app.core.estimates import activation_slope, non_torch_bytes, weights_per_stage
+from app.core.estimates import activation_bytes, activation_slope, non_torch_bytes, weights_per_stage
 from app.core.ledger import Cell, RankInput, Source, requested_bytes
 from app.core.plan import PlanInput, Warning, compute, estimate_context
 from app.core.shape import online_fp8_shape
@@ -127,11 +127,27 @@ def activation_per_token(plan: PlanInput, tp: int) -> float:
     return float(sharded + unsharded)
 
 
+def _activation_delta(plan: PlanInput, tp: int, tokens: int) -> int:
+    """How much the profile-run peak moves from the plan's TP/prefill chunk to (tp, tokens).
+
+    A measured fit (policy.activation_points) moves it linearly; otherwise the difference of the
+    profile-run model's peaks (app.core.profile_run), which is not linear: the peak is the larger
+    of the forward and the sampler, and the sampler does not depend on the chunk or on TP.
+    """
+    old_tokens = plan.engine.max_num_batched_tokens
+    shape = plan.model.shape
+    if shape is None or len({p[0] for p in plan.policy.activation_points}) >= 2:
+        return round(activation_per_token(plan, tp) * (tokens - old_tokens))
+    old_ctx = estimate_context(plan.layout, plan.engine, plan.vllm_version, vision=plan.model.vision)
+    new_ctx = replace(old_ctx, tp=tp, max_num_batched_tokens=tokens)
+    return activation_bytes(shape, new_ctx) - activation_bytes(shape, old_ctx)
+
+
 def set_max_num_batched_tokens(plan: PlanInput, tokens: int) -> WhatIf:
     """Move the prefill chunk: the activation row moves by slope × Δtokens on every rank."""
     if tokens <= 0:
         raise InputError("engine.max_num_batched_tokens", f"must be a positive number of tokens, got {tokens}")
-    delta = round(activation_per_token(plan, plan.layout.tp) * (tokens - plan.engine.max_num_batched_tokens))
+    delta = _activation_delta(plan, plan.layout.tp, tokens)
     note = f"activation moved by {delta:+,} B for {tokens - plan.engine.max_num_batched_tokens:+,} batched tokens"
     room_note = f"measured KV room moved against the activation row ({note})"
     ranks = tuple(
@@ -180,12 +196,10 @@ def _reshard_rank(plan: PlanInput, new_plan: PlanInput, rank: RankInput, index: 
     label = f"PP{index // tp}_TP{index % tp}" if plan.layout.pp > 1 else f"TP{index}"
     act = rank.activation
     if act is not None and plan.model.shape is not None:
-        s_old, u_old = activation_slope(plan.model.shape, old)
-        s_new, u_new = activation_slope(plan.model.shape, tp)
-        per_token_old, per_token_new = s_old + u_old, s_new + u_new
-        act = Cell(
-            act.bytes * per_token_new // max(1, per_token_old), "estimated", f"activation re-split TP{old}→TP{tp}"
-        )
+        old_ctx = estimate_context(plan.layout, plan.engine, plan.vllm_version, tp=old, vision=plan.model.vision)
+        shape = plan.model.shape
+        shift = activation_bytes(shape, replace(old_ctx, tp=tp)) - activation_bytes(shape, old_ctx)
+        act = Cell(max(0, act.bytes + shift), "estimated", f"activation re-split TP{old}→TP{tp} ({shift:+,} B)")
     non_torch = rank.non_torch
     if non_torch is not None and plan.model.shape is not None and (old == 1) != (tp == 1):
         shape = plan.model.shape

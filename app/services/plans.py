@@ -18,9 +18,11 @@ from typing import Any
 from app.core.checks import plan_checks
 from app.core.errors import InputError
 from app.core.estimates import EstimateContext, estimate_ranks
+from app.core.gpus import find_preset
 from app.core.kvspec import rank_kv
 from app.core.ledger import Cell, RankInput
 from app.core.model_config import shape_from_config
+from app.core.nontorch import Interconnect
 from app.core.plan import (
     Engine,
     Layout,
@@ -34,7 +36,8 @@ from app.core.plan import (
 )
 from app.core.report import result_to_dict
 from app.core.shape import ModelShape, online_fp8_shape
-from app.core.versions import CURRENT_VLLM, batch_defaults, check_block_size, rules_for
+from app.core.versions import CURRENT_VLLM, check_block_size, rules_for, scheduler_defaults
+from app.core.vision import vision_geometry
 from app.core.whatif import Lever, levers, set_engine, set_max_num_batched_tokens, set_quantization, set_tp
 from app.ingest.vllm_serve import serve_notes
 from app.schemas import PlanDocument, RankDoc, validate_plan
@@ -60,8 +63,9 @@ def resolve_model(doc: PlanDocument) -> ModelInput:
             raise InputError("model.catalogue", str(exc.args[0]) if exc.args else "unknown model") from None
         shape = _catalogue_shape(entry.slug) if index is None else _shape(entry.config, "model.catalogue", index)
         return ModelInput(
-            shape=shape, name=spec.name or entry.hf_id, source=f"catalogue:{entry.slug}", sha256=entry.sha256
-        )
+            shape=shape, name=spec.name or entry.hf_id, source=f"catalogue:{entry.slug}", sha256=entry.sha256,
+            multimodal="vision_config" in entry.config, vision=vision_geometry(entry.config),
+        )  # fmt: skip
     config = spec.config or {}
     sha = hashlib.sha256(json.dumps(config, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     name = spec.name or _str(config.get("_name_or_path"))
@@ -71,6 +75,7 @@ def resolve_model(doc: PlanDocument) -> ModelInput:
         source="config",
         sha256=sha,
         multimodal="vision_config" in config,
+        vision=vision_geometry(config),
     )
 
 
@@ -134,11 +139,11 @@ def build_plan(doc: PlanDocument, read_log: LogReader | None = None) -> PlanInpu
     model = _quantized(resolve_model(doc), doc.engine.quantization)
     version = doc.vllm_version or CURRENT_VLLM
     gpu_total = _gpu_total(doc)
-    util, mnbt, seqs = _engine_settings(doc)
     engine_doc = doc.engine
     max_model_len = engine_doc.max_model_len or (model.shape.max_position_embeddings if model.shape else None)
     if max_model_len is None:
         raise InputError("engine.max_model_len", "required: the model does not state max_position_embeddings")
+    util, mnbt, seqs, _ = _engine_settings(doc, max_model_len)
     engine = Engine(
         gpu_memory_utilization=util,
         kv_cache_dtype=engine_doc.kv_cache_dtype,
@@ -152,7 +157,10 @@ def build_plan(doc: PlanDocument, read_log: LogReader | None = None) -> PlanInpu
         num_gpu_blocks_override=engine_doc.num_gpu_blocks_override,
         disable_hybrid_kv_cache_manager=engine_doc.disable_hybrid_kv_cache_manager,
     )
-    layout = Layout(tp=doc.layout.tp, pp=doc.layout.pp, dp=doc.layout.dp, dcp=doc.layout.dcp)
+    layout = Layout(
+        tp=doc.layout.tp, pp=doc.layout.pp, dp=doc.layout.dp, dcp=doc.layout.dcp,
+        expert_parallel=doc.layout.expert_parallel, interconnect=_interconnect(doc),
+    )  # fmt: skip
     check_block_size(engine.block_size, version, attention=model.shape is None or model.shape.attention_layers > 0)
     policy = Policy(
         growth_reserve=doc.policy.growth_reserve,
@@ -170,6 +178,7 @@ def build_plan(doc: PlanDocument, read_log: LogReader | None = None) -> PlanInpu
     notes: tuple[str, ...] = ()
     if doc.serve is not None or doc.vllm_config is not None:
         notes = tuple(serve_notes(doc.model_dump(include={"serve", "vllm_config"}, exclude_none=True)))
+    notes = (*notes, *_assumption_notes(doc))
     plan = PlanInput(model, layout, engine, policy, ranks, version, gpu_total, estimated, notes)
     return _apply_whatif(doc, plan)
 
@@ -178,16 +187,21 @@ def _gpu_total(doc: PlanDocument) -> int | None:
     return doc.gpu.total if doc.gpu else max((r.total or 0 for r in doc.ranks or []), default=0) or None
 
 
-def _engine_settings(doc: PlanDocument) -> tuple[float, int, int]:
-    """Utilization, max_num_batched_tokens and max_num_seqs: the document's own, else vLLM's
-    defaults for its version (`rules_for`) and GPU size (`batch_defaults`). The one defaults rule."""
+def _engine_settings(doc: PlanDocument, max_model_len: int | None = None) -> tuple[float, int, int, str]:
+    """Utilization, max_num_batched_tokens, max_num_seqs and what was assumed: the document's own,
+    else vLLM's defaults for its version (`rules_for`), engine, GPU and max_model_len
+    (`scheduler_defaults`). The one defaults rule."""
     rules = rules_for(doc.vllm_version or CURRENT_VLLM)
-    default_mnbt, default_seqs = batch_defaults(_gpu_total(doc))
+    mml = max_model_len or doc.engine.max_model_len or 2**31
+    default_mnbt, default_seqs, note = scheduler_defaults(
+        rules.version, rules.version >= (0, 8, 0), _gpu_total(doc), doc.gpu.name if doc.gpu else None, mml
+    )
     engine = doc.engine
     return (
         engine.gpu_memory_utilization or rules.default_gpu_memory_utilization,
         engine.max_num_batched_tokens or default_mnbt,
         engine.max_num_seqs or default_seqs,
+        note,
     )
 
 
@@ -199,12 +213,39 @@ def engine_defaults(doc: object) -> dict[str, float]:
         from app.services.evidence import document_from_log
 
         validated = document_from_log(validated, None)
-    util, mnbt, _ = _engine_settings(validated)
+    util, mnbt, _, _ = _engine_settings(validated)
     whatif = validated.whatif
     if whatif is not None:
         util = whatif.gpu_memory_utilization or util
         mnbt = whatif.max_num_batched_tokens or mnbt
     return {"engine.gpu_memory_utilization": util, "engine.max_num_batched_tokens": float(mnbt)}
+
+
+def _interconnect(doc: PlanDocument) -> Interconnect:
+    """The GPUs' interconnect: given, else the preset's usual one, else unknown (taken as NVLink)."""
+    if doc.gpu is None:
+        return "unknown"
+    if doc.gpu.interconnect is not None:
+        return doc.gpu.interconnect
+    preset = find_preset(doc.gpu.name) if doc.gpu.name else None
+    return preset.interconnect if preset else "unknown"
+
+
+def _assumption_notes(doc: PlanDocument) -> tuple[str, ...]:
+    """What the plan assumed where the document is silent (the version's rules, vLLM's defaults)."""
+    notes = []
+    if doc.vllm_version is None:
+        notes.append(f"no vllm_version given: vLLM {CURRENT_VLLM}'s rules assumed (the current release)")
+    if doc.gpu is not None and doc.gpu.name and find_preset(doc.gpu.name) and doc.gpu.total == _preset_total(doc):
+        preset = find_preset(doc.gpu.name)
+        assert preset is not None
+        notes.append(f"GPU total {preset.total_bytes / 2**30:.2f} GiB from the {preset.name} preset ({preset.source})")
+    return tuple(notes)
+
+
+def _preset_total(doc: PlanDocument) -> int | None:
+    preset = find_preset(doc.gpu.name) if doc.gpu and doc.gpu.name else None
+    return preset.total_bytes if preset else None
 
 
 def _quantization_notes(plan: PlanInput) -> PlanInput:
@@ -236,7 +277,7 @@ def _fill_missing_rows(
     """
     if model.shape is None:
         return ranks, False
-    ctx = estimate_context(layout, engine, version)
+    ctx = estimate_context(layout, engine, version, vision=model.vision)
     out, filled = [], False
     template: tuple[RankInput, ...] = ()
     for i, rank in enumerate(ranks):
@@ -258,7 +299,7 @@ def _estimated_ranks(
     assert gpu is not None  # guaranteed by PlanDocument validation
     if model.shape is None:
         raise InputError("gpu", "estimated rows need the model's shape: give model.config or model.catalogue")
-    ctx = estimate_context(layout, engine, version)
+    ctx = estimate_context(layout, engine, version, vision=model.vision)
     ranks = _estimate_ranks(model.shape, ctx, gpu.total, gpu.free_at_start)
     if gpu.count and gpu.count != len(ranks):
         ranks = tuple(replace(ranks[i % len(ranks)], label=str(i)) for i in range(gpu.count))
@@ -443,7 +484,26 @@ def import_nvidia_smi(text: str, free_spread_threshold_bytes: int = 1024**3) -> 
     out = smi_parse_to_json(parsed)
     alerts = smi_free_spread_alert(parsed.gpus, free_spread_threshold_bytes)
     findings = out.get("findings")
-    out["findings"] = [*(findings if isinstance(findings, list) else []), *(asdict(a) for a in alerts)]
+    presets = _smi_presets(out.get("gpus"))
+    out["findings"] = [*(findings if isinstance(findings, list) else []), *(asdict(a) for a in alerts), *presets]
+    return out
+
+
+def _smi_presets(gpus: object) -> list[JSON]:
+    """Map each card nvidia-smi names to its preset: vLLM budgets against torch's total, about
+    0.45 GiB below nvidia-smi's memory.total (gpu-totals.md); each GPU gets `vllm_total_bytes`."""
+    out: list[JSON] = []
+    for g in gpus if isinstance(gpus, list) else []:
+        preset = find_preset(str(g.get("name") or "")) if isinstance(g, dict) else None
+        if preset is None or not isinstance(g.get("total_bytes"), int):
+            continue
+        g["preset"], g["vllm_total_bytes"] = preset.name, preset.total_bytes
+        out.append({
+            "code": "gpu_preset_total", "severity": "info", "line": g.get("line"),
+            "message": f"GPU {g.get('index')} ({g['name']}): nvidia-smi total {g['total_bytes'] / 2**30:.2f} GiB; "
+                       f"vLLM budgets against torch's total, {preset.total_bytes / 2**30:.2f} GiB for the "
+                       f"{preset.name} preset ({preset.source})",
+        })  # fmt: skip
     return out
 
 

@@ -50,11 +50,13 @@ def test_utilization_moves_kv_one_for_one() -> None:
     assert "ranks[*].kv" in whatif.changed and "engine.gpu_memory_utilization" in whatif.changed
 
 
-def test_dense_activation_slope_matches_published_range() -> None:
-    # measured-figures.md §2.1: 0.085–0.10 MiB per batched token on dense 7–8B models (±10 %)
-    for name in ("llama31-8b.json", "qwen25-7b.json"):
-        sharded, unsharded = activation_slope(shape_from_config(config(name)), 1)
-        assert 0.085 * 0.9 <= (sharded + unsharded) / MIB <= 0.10 * 1.1, name
+def test_dense_activation_slope_matches_published_measurement() -> None:
+    # vLLM PR #48322 (RTX 4090, Qwen3-8B, V1): max_num_batched_tokens 2048 → 8192 shrank the KV pool by
+    # 3,744 tokens × 147,456 B, 87,700 B per extra batched token; the forward's slope within 5 %.
+    from app.ingest.catalogue import get_model
+
+    sharded, unsharded = activation_slope(shape_from_config(get_model("qwen3-8b").config), 1)
+    assert abs((sharded + unsharded) / (3744 * 147456 / 6144) - 1) < 0.05
 
 
 def test_tp_transform_does_not_divide_activation() -> None:

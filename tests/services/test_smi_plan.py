@@ -15,7 +15,8 @@ def test_free_spread_alert_and_measured_ranks() -> None:
     text = SMI.read_text(encoding="utf-8")
     parsed = import_nvidia_smi(text)
     json.dumps(parsed)
-    assert [f["code"] for f in parsed["findings"]] == ["free_memory_spread"]
+    assert [f["code"] for f in parsed["findings"] if f["code"] != "gpu_preset_total"] == ["free_memory_spread"]
+    assert sum(f["code"] == "gpu_preset_total" for f in parsed["findings"]) == len(parsed["gpus"])
     doc = nvidia_smi_document(text, "llama-3.1-70b")
     result = run_plan(doc)
     assert len(result["ranks"]) == 4 and result["layout"]["tp"] == 4

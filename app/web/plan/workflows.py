@@ -197,9 +197,11 @@ def nvidia_smi_document(text: str, model: str) -> dict[str, Any]:
         raise InputError("nvidia_smi", "no GPU with its total memory was found in that text")
     ranks: list[dict[str, Any]] = []
     for i, g in enumerate(gpus):
-        rank: dict[str, Any] = {"label": f"GPU{g.get('index', i)}", "total": g["total_bytes"]}
-        if isinstance(g.get("free_at_start_bytes"), int):
-            rank["free_at_start"] = g["free_at_start_bytes"]
+        # vLLM's budget is against torch's total (the card's preset), not nvidia-smi's memory.total
+        total = g.get("vllm_total_bytes") or g["total_bytes"]
+        rank: dict[str, Any] = {"label": f"GPU{g.get('index', i)}", "total": total}
+        if isinstance(g.get("free_at_start_bytes"), int):  # the same gap below nvidia-smi's free
+            rank["free_at_start"] = max(0, g["free_at_start_bytes"] - (g["total_bytes"] - total))
         ranks.append(rank)
     doc: dict[str, Any] = {"model": {"catalogue": model or "llama-3.1-8b"}, "ranks": ranks}
     probe = {"model": doc["model"], "gpu": {"total": gpus[0]["total_bytes"]}}

@@ -1,0 +1,181 @@
+"""The "activation" row: the torch peak of vLLM's profile run, term by term.
+
+vLLM measures `torch_peak_increase = peak allocated during profile_run − allocated before`
+(`memory_profiling`, vllm/utils/mem_utils.py; V1 `Worker.determine_available_memory`,
+vllm/v1/worker/gpu_worker.py). The profile run (`GPUModelRunner.profile_run`,
+vllm/v1/worker/gpu_model_runner.py @28be48fa) is, in order:
+
+1. the multimodal encoder on a dummy batch (vision models; `_get_mm_dummy_batch`), whose outputs
+   stay in `encoder_cache` until the end of the profile;
+2. `_dummy_run(max_num_tokens)`: one forward of `max_num_batched_tokens` tokens split over
+   `num_reqs = min(max_num_seqs, tokens)` requests;
+3. on the last pipeline stage only, `_dummy_sampler_run` over the `num_reqs` last hidden states:
+   logits of the whole vocabulary and the sampler's top-k/top-p (k = vocab − 1, p = 0.9).
+
+Tensors of one step are freed before the next, so the peak is the largest step plus what
+survives it (encoder outputs, the forward's output hidden states):
+
+    activation = max(encoder_peak, cache + forward_peak, cache + hidden_out + sampler_peak)
+
+Each step is counted from the tensors the model code allocates (per token, per TP rank); the
+counts are in the functions below with the code they come from. V0 (vllm/worker/worker.py
+`determine_num_available_blocks`, model_runner.py `profile_run`) ran the same three steps with
+max_num_seqs dummy sequences and V0's sampler (more full-vocabulary copies). There is no fitted
+constant in this module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.core.shape import ModelShape
+from app.core.versions import Version
+from app.core.vision import VisionGeometry, encoder_profile_bytes
+
+_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+
+@dataclass(frozen=True)
+class ActivationTerms:
+    """The profile run's steps on one rank, in bytes, and the peak vLLM records."""
+
+    forward: int
+    sampler: int
+    encoder: int
+    encoder_cache: int
+    hidden_out: int
+    peak: int
+    notes: tuple[str, ...]
+
+
+def _heads(n: int, tp: int) -> int:
+    """Heads on one rank (QKVParallelLinear: q heads split, KV heads replicated below TP)."""
+    return max(1, -(-n // tp))
+
+
+def attention_elems_per_token(shape: ModelShape, tp: int) -> tuple[int, int]:
+    """(sharded, unsharded) elements live per token at the attention step's peak.
+
+    `LlamaAttention.forward` (vllm/model_executor/models/llama.py): qkv = qkv_proj(x) (q + 2·kv
+    heads of this rank), attn = attn(q, k, v) (q heads), out = o_proj(attn) (hidden, full size on
+    every rank, then all-reduced out of place when TP > 1). The hidden states and the residual
+    (2 × hidden) live across the whole decoder layer. MLA (`DeepseekV2MLAAttention`): q from
+    q_b_proj (heads × (nope + rope)), the latent kv_a (kv_lora + rope, replicated), kv_b
+    (heads × (nope + v)) for prefill, the output heads × v.
+    """
+    h = shape.hidden_size
+    unsharded = 2 * h + h + (h if tp > 1 else 0)
+    if shape.is_mla:
+        # DeepSeek-V2/V3 geometry (qk_nope 128, qk_rope 64, v 128; the shape keeps only the latent):
+        # q (192) + kv_b output (128 + 128) + attention output (128) per local head.
+        heads = _heads(shape.num_attention_heads, tp)
+        return heads * (192 + 256 + 128), unsharded + (shape.mla_latent_dim or 0)
+    q = _heads(shape.num_attention_heads, tp) * shape.head_dim
+    kv = max(1, shape.num_kv_heads // tp) * shape.head_dim if shape.num_kv_heads else 0
+    return q + 2 * kv + q, unsharded
+
+
+def mlp_elems_per_token(shape: ModelShape, tp: int, ep: bool = False, v1: bool = True) -> tuple[int, int]:
+    """(sharded, unsharded) elements live per token at the feed-forward step's peak.
+
+    Dense gated MLP (`LlamaMLP.forward`): gate_up (2 × I/TP) is alive while SiluAndMul writes
+    its output (I/TP), beside the layer's hidden states and residual (2 × hidden); the down
+    projection's output comes after gate_up is freed, so it is not part of this peak. Routed
+    experts (`fused_experts_impl`, vllm/model_executor/layers/fused_moe/fused_moe.py @28be48fa):
+    per token and top-k slot `cache13 = max(2·N, hidden)` and `cache2 = N`, N the expert
+    intermediate on this rank (I/TP, or the whole I under expert parallelism, whose ranks see
+    every token), plus the router logits (one per expert) and the output (hidden).
+
+    V0 runs the model eagerly (no torch.compile graph freeing buffers at their last use): its
+    logged peaks hold one more hidden-size vector per token — file 01's two runs grow by
+    0.92 GiB over 9,000 tokens, 54,885 elements per token for Llama-3.1-8B, 3·hidden + 3·I − 267.
+    """
+    h = shape.hidden_size
+    eager = 0 if v1 else h
+    if shape.num_experts and shape.num_experts_per_tok and shape.moe_intermediate_size:
+        n = shape.moe_intermediate_size // (1 if ep else tp)
+        k = shape.num_experts_per_tok
+        return k * (max(2 * n, h) + n), 3 * h + shape.num_experts + eager
+    inter = shape.intermediate_size or 4 * h
+    return 3 * inter // tp, 2 * h + eager
+
+
+def forward_per_token(shape: ModelShape, tp: int, ep: bool = False, v1: bool = True) -> tuple[int, int]:
+    """(sharded, unsharded) bytes per batched token at the dummy forward's peak on one rank.
+
+    The forward's peak is its largest step; the expert step is not sharded by TP under EP, so
+    it goes to the unsharded part there.
+    """
+    b = _DTYPE_BYTES.get(shape.dtype, 2)
+    a_sh, a_un = attention_elems_per_token(shape, tp)
+    m_sh, m_un = mlp_elems_per_token(shape, tp, ep, v1)
+    if ep and shape.num_experts:
+        m_un, m_sh = m_un + m_sh, 0
+    if a_sh + a_un >= m_sh + m_un:
+        return a_sh * b, a_un * b
+    return m_sh * b, m_un * b
+
+
+def padded_vocab(vocab: int) -> int:
+    """`pad_vocab_size` (vllm/model_executor/layers/vocab_parallel_embedding.py): to a multiple of 64."""
+    return -(-vocab // 64) * 64
+
+
+def sampler_bytes_per_logit(version: Version, v1: bool = True) -> int:
+    """Bytes live per (request, vocabulary entry) at the dummy sampler's peak.
+
+    - V0 (`_apply_top_k_top_p`, vllm/model_executor/layers/sampler.py): model-dtype logits (2),
+      fp32 copy (4), sorted values (4) and int64 indices (8), probs_sort (4), its cumsum (4),
+      two bool masks (2), the int64 inverse permutation (8) and the gathered result (4): 40.
+    - V1 to v0.16 (`apply_top_k_top_p`, vllm/v1/sample/ops/topk_topp_sampler.py): logits (2), fp32
+      (4), sort values (4) + indices (8), masks (2), probs_sort (4, cumsum in place) and the
+      out-of-place scatter (4): 28.
+    - From c656ba3b4 (2026-02-17, PR #33538, taken as v0.17): batches of 8 or more rows use the
+      in-place Triton top-k/top-p kernel; the peak is then `random_sample`'s probs (4) and
+      exponential noise q (4) beside the fp32 (4) and model-dtype (2) logits: 14.
+    """
+    if not v1 or version < (0, 7, 0):
+        return 40
+    if version < (0, 17, 0):
+        return 28
+    return 14
+
+
+def sampler_step_bytes(shape: ModelShape, rows: int, version: Version, last_stage: bool, v1: bool = True) -> int:
+    """The dummy sampler's peak: `rows` logits rows over the padded vocabulary (all-gathered to the
+    whole vocabulary on every TP rank by `LogitsProcessor._gather_logits`), last PP stage only."""
+    if not last_stage or not shape.vocab_size:
+        return 0
+    return rows * padded_vocab(shape.vocab_size) * sampler_bytes_per_logit(version, v1)
+
+
+@dataclass(frozen=True)
+class ProfileInputs:
+    """What the profile run depends on besides the model."""
+
+    tp: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    version: Version
+    last_stage: bool = True
+    expert_parallel: bool = False
+    vision: VisionGeometry | None = None
+    v1: bool = True
+
+
+def activation_terms(shape: ModelShape, inp: ProfileInputs) -> ActivationTerms:
+    """The profile run's peak on one rank (see the module docstring for the rule)."""
+    tokens = inp.max_num_batched_tokens
+    sharded, unsharded = forward_per_token(shape, inp.tp, inp.expert_parallel, inp.v1)
+    forward = tokens * (sharded + unsharded)
+    rows = min(inp.max_num_seqs, tokens)
+    b = _DTYPE_BYTES.get(shape.dtype, 2)
+    hidden_out = tokens * shape.hidden_size * b  # the forward's output hidden states (the residual is freed)
+    sampler = sampler_step_bytes(shape, rows, inp.version, inp.last_stage, inp.v1)
+    notes: list[str] = []
+    encoder = cache = 0
+    if inp.vision is not None:
+        encoder, cache, note = encoder_profile_bytes(inp.vision, tokens, inp.tp, b)
+        notes.append(note)
+    peak = max(encoder, cache + forward, cache + hidden_out + sampler)
+    return ActivationTerms(forward, sampler, encoder, cache, hidden_out, peak, tuple(notes))

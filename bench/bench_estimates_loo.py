@@ -1,0 +1,277 @@
+"""Leave-one-out evaluation of the estimated rows against every real vLLM start-up log.
+
+For each scorable log (bench/estimate_cases.py) the deployment is planned from the model's
+config, the GPU and the settings alone (every row estimated) and the per-GPU "Available KV cache
+memory" is compared with what vLLM logged (the minimum over the ranks shown). The constants of
+app.core.calibration are re-fitted without the scored log's measurements (leave-one-out) and,
+beside it, with them (in-sample). Weights are either the log's own "Model loading took" row
+("measured weights": scores the other rows) or the estimate ("estimated weights": everything
+estimated). Each row is also scored against the logs that state it, and every run that did not
+start must be predicted not to start.
+
+Run: .venv/bin/python bench/bench_estimates_loo.py [--json]
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import statistics
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from estimate_cases import CASES, LOGS, SKIPS, Case, real_logs
+
+from app.core.calibration import DEFAULT, Calibration, Observation, fit
+from app.core.cudagraphs import graph_terms
+from app.core.estimates import EstimateContext, estimate_ranks
+from app.core.gpus import resolve_gpu
+from app.core.kvspec import pp_layer_split
+from app.core.ledger import Cell
+from app.core.model_config import shape_from_config
+from app.core.plan import Engine, Layout, ModelInput, PlanInput, Policy, compute
+from app.core.profile_run import forward_per_token
+from app.core.shape import ModelShape
+from app.core.versions import rules_for, scheduler_defaults
+from app.core.vision import vision_geometry
+from app.ingest.catalogue import get_model
+
+GIB = 2**30
+JSON = dict[str, object]
+
+
+@dataclass(frozen=True)
+class Measured:
+    kv: int | None
+    weights: int | None
+    non_torch: int | None
+    activation: int | None
+    cuda_graphs: int | None
+
+
+@functools.cache
+def _run(log: str, run: int) -> JSON:
+    from app.services.plans import import_log
+
+    parsed = import_log((LOGS / log).read_text(encoding="utf-8"))
+    runs = parsed["runs"]
+    return runs[run] if run < len(runs) else {"ranks": []}
+
+
+def _first(ranks: list[JSON], key: str) -> int | None:
+    values = [int(r[key]) for r in ranks if r.get(key) is not None]  # type: ignore[call-overload]
+    return max(values) if values else None
+
+
+def measured(case: Case) -> Measured:
+    """What the log states (the importer's reading; index.json's numbers where it reads none)."""
+    run = _run(case.log, case.run)
+    ranks: list[JSON] = run["ranks"]  # type: ignore[assignment]
+    if case.stated:
+        rows = {k: round(v * GIB) for k, v in case.stated}
+        return Measured(rows.get("kv"), rows.get("weights"), rows.get("non_torch"), rows.get("activation"),
+                        rows.get("cuda_graphs"))  # fmt: skip
+    kvs = [int(r["kv_bytes"]) for r in ranks if r.get("kv_bytes") is not None]  # type: ignore[call-overload]
+    tokens = (run.get("engine") or {}).get("kv_tokens")  # type: ignore[attr-defined]
+    if not kvs and isinstance(tokens, int) and not case.fails:
+        kvs = [tokens * _kv_bytes_per_token(case)]  # V1 0.7–0.9 log tokens, not bytes
+    weights = _first(ranks, "weights_bytes")
+    act = _first(ranks, "activation_bytes")
+    peak = _first(ranks, "peak_torch_bytes")
+    if act is None and peak is not None and weights is not None:
+        act = peak - weights  # v0.6.4: peak_torch_memory includes the weights
+    graphs = _first(ranks, "cuda_graph_estimate_bytes") or _first(ranks, "cuda_graph_bytes")
+    return Measured(min(kvs) if kvs else None, weights, _first(ranks, "non_torch_bytes"), act, graphs)
+
+
+def _kv_bytes_per_token(case: Case) -> int:
+    from app.core.kvspec import rank_kv
+
+    shape, _ = _shape(case.model)
+    return rank_kv(shape, tp=case.tp, pp=case.pp, kv_cache_dtype="auto", block_size=16).kv_bytes_per_token
+
+
+@functools.cache
+def _shape(slug: str) -> tuple[ModelShape, object]:
+    config = get_model(slug).config
+    return shape_from_config(config), vision_geometry(config)
+
+
+def context(case: Case, cal: Calibration) -> tuple[EstimateContext, int]:
+    rules = rules_for(case.version)
+    preset = resolve_gpu(case.gpu) if case.gpu else None
+    total = round(case.total_gib * GIB) if case.total_gib else preset.total_bytes if preset else 0
+    _, vision = _shape(case.model)
+    v1 = case.v1 if case.v1 is not None else rules.version >= (0, 8, 0)
+    mnbt, seqs, _ = scheduler_defaults(
+        rules.version, v1, total, preset.name if preset else None, case.max_model_len, case.chunked_prefill
+    )
+    ctx = EstimateContext(
+        case.tp, case.pp, case.max_num_batched_tokens or mnbt, case.max_num_seqs or seqs, case.enforce_eager, rules,
+        expert_parallel=case.expert_parallel, v1=v1, interconnect=case.interconnect,  # type: ignore[arg-type]
+        vision=vision, calibration=cal,  # type: ignore[arg-type]
+    )  # fmt: skip
+    return ctx, total
+
+
+def predict(case: Case, cal: Calibration, weights_mode: str) -> tuple[int, bool, dict[str, int]]:
+    """(predicted min KV bytes per GPU, predicted to start, estimated rows of the binding rank)."""
+    ctx, total = context(case, cal)
+    shape, _ = _shape(case.model)
+    free = round(case.free_gib * GIB) if case.free_gib else None
+    ranks = estimate_ranks(shape, ctx, total, free)
+    m = measured(case)
+    if weights_mode == "measured" and m.weights is not None:
+        ranks = tuple(replace(r, weights=Cell(m.weights, "measured")) for r in ranks)
+    engine = Engine(case.util, "auto", 16, case.max_model_len, ctx.max_num_batched_tokens, ctx.max_num_seqs)
+    plan = PlanInput(ModelInput(shape=shape), Layout(tp=case.tp, pp=case.pp), engine, Policy(), ranks, case.version)
+    result = compute(plan)
+    worst = min(result.ledgers, key=lambda lg: lg.kv.bytes)
+    if case.scored_rank:
+        worst = next(lg for lg in result.ledgers if lg.label == case.scored_rank)
+    rows = {name: getattr(worst.inp, name).bytes for name in ("weights", "non_torch", "activation", "cuda_graphs")}
+    starts = all(lg.will_start for lg in result.ledgers) and result.admission.fits_max_model_len
+    starts = starts and min(lg.kv.bytes for lg in result.ledgers) > 0
+    return worst.kv.bytes, starts, rows
+
+
+def observations(case: Case) -> list[Observation]:
+    """The measured rows of one log that the calibration constants are fitted on."""
+    m, out = measured(case), []
+    ctx, _ = context(case, DEFAULT)
+    shape, _ = _shape(case.model)
+    world = case.tp * case.pp
+    base_kind = "non_torch_base_v1" if ctx.uses_v1 else "non_torch_base_v0"
+    nccl_counted = world > 1 and (not ctx.uses_v1 or ctx.rules.version < (0, 11, 0))
+    if m.non_torch is not None:
+        if not nccl_counted:
+            out.append(Observation(base_kind, m.non_torch, case.log))
+        else:
+            base = DEFAULT.non_torch_v1 if ctx.uses_v1 else DEFAULT.non_torch_v0
+            kind = "nccl_pcie" if case.interconnect == "pcie" else "nccl_nvlink"
+            out.append(Observation(kind, max(0, m.non_torch - base), case.log))
+    if m.cuda_graphs is not None and not case.enforce_eager:
+        layers = max(pp_layer_split(shape.num_layers, case.pp))
+        sharded, unsharded = forward_per_token(shape, case.tp, case.expert_parallel)
+        terms = graph_terms(ctx.rules.version, ctx.uses_v1, "auto", False, ctx.max_num_seqs,
+                            ctx.max_num_batched_tokens, layers, sharded + unsharded, DEFAULT)  # fmt: skip
+        n = terms.piecewise + terms.full
+        if n > 1:
+            out.append(Observation("graph_per_layer", max(0, m.cuda_graphs - terms.first_bytes) // ((n - 1) * layers),
+                                   case.log))  # fmt: skip
+    return out
+
+
+EXTRA_OBSERVATIONS = (
+    # File 07 (V0 v0.8.x, several RTX 3090 workers over PCIe, model not stated): non-torch 0.20 GiB.
+    Observation("nccl_pcie", max(0, round(0.20 * GIB) - DEFAULT.non_torch_v0), "07-v083-3090-mp-util099.log"),
+)
+
+
+def all_observations() -> list[Observation]:
+    return [o for case in CASES for o in observations(case)] + list(EXTRA_OBSERVATIONS)
+
+
+def calibration_without(log: str | None) -> Calibration:
+    return fit([o for o in all_observations() if o.source != log])
+
+
+def evaluate(weights_mode: str = "measured") -> list[JSON]:
+    """One row per scored case: logged KV, LOO and in-sample predictions, errors, start-up check."""
+    in_sample = calibration_without(None)
+    out: list[JSON] = []
+    for case in CASES:
+        m = measured(case)
+        loo_kv, loo_starts, loo_rows = predict(case, calibration_without(case.log), weights_mode)
+        in_kv, _, _ = predict(case, in_sample, weights_mode)
+        row: JSON = {"case": case.key, "model": case.model, "gpu": case.gpu, "tp": case.tp, "version": case.version,
+                     "logged_kv": m.kv, "loo_kv": loo_kv, "in_kv": in_kv, "fails": case.fails,
+                     "predicted_start": loo_starts, "rows": loo_rows,
+                     "measured_rows": {"weights": m.weights, "non_torch": m.non_torch, "activation": m.activation,
+                                       "cuda_graphs": m.cuda_graphs}}  # fmt: skip
+        if m.kv and m.kv > 0 and not case.fails:
+            row["loo_err"] = (loo_kv - m.kv) / m.kv
+            row["in_err"] = (in_kv - m.kv) / m.kv
+        out.append(row)
+    return out
+
+
+def summary(rows: list[JSON], min_card_gib: float = 24.0) -> JSON:
+    def big(r: JSON) -> bool:
+        return bool(r["gpu"]) and resolve_gpu(str(r["gpu"])).memory_gib_nominal >= min_card_gib
+
+    scored = [r for r in rows if "loo_err" in r and big(r)]
+    loo = [abs(float(r["loo_err"])) for r in scored]  # type: ignore[arg-type]
+    ins = [abs(float(r["in_err"])) for r in scored]  # type: ignore[arg-type]
+    failures = [r for r in rows if r["fails"]]
+    return {
+        "cases": len(scored),
+        "loo_median": statistics.median(loo) if loo else None, "loo_worst": max(loo) if loo else None,
+        "in_median": statistics.median(ins) if ins else None, "in_worst": max(ins) if ins else None,
+        "failures": len(failures), "failures_predicted": sum(1 for r in failures if not r["predicted_start"]),
+        "logs": len(real_logs()), "skipped": len(SKIPS),
+    }  # fmt: skip
+
+
+def _gib(value: object) -> str:
+    return "—" if value is None else f"{int(value) / GIB:.2f}"  # type: ignore[call-overload]
+
+
+def _pct(value: object) -> str:
+    return "—" if value is None else f"{float(value):+.1%}"  # type: ignore[arg-type]
+
+
+def _table(rows: list[JSON]) -> None:
+    print("| case | model | GPU | TP | vLLM | logged KV GiB | LOO KV GiB | LOO err | in-sample err | start-up |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        start = "fails, predicted" if r["fails"] and not r["predicted_start"] else (
+            "fails, NOT predicted" if r["fails"] else ("starts" if r["predicted_start"] else "predicted to fail!"))
+        cells = (r["case"], r["model"], r["gpu"], r["tp"], r["version"], _gib(r["logged_kv"]), _gib(r["loo_kv"]),
+                 _pct(r.get("loo_err")), _pct(r.get("in_err")), start)  # fmt: skip
+        print("| " + " | ".join(str(c) for c in cells) + " |")
+
+
+def _row_table(rows: list[JSON]) -> None:
+    print("| case | row | measured GiB | estimated GiB | error |")
+    print("| --- | --- | --- | --- | --- |")
+    for r in rows:
+        meas: dict[str, int | None] = r["measured_rows"]  # type: ignore[assignment]
+        est: dict[str, int] = r["rows"]  # type: ignore[assignment]
+        for name in ("non_torch", "activation", "cuda_graphs", "weights"):
+            if meas.get(name) is None:
+                continue
+            m, e = int(meas[name] or 0), est[name]
+            err = f"{(e - m) / m:+.1%}" if m else "—"
+            print(f"| {r['case']} | {name} | {m / GIB:.2f} | {e / GIB:.2f} | {err} |")
+
+
+def main() -> None:
+    if "--json" in sys.argv:
+        print(json.dumps({mode: {"rows": evaluate(mode), "summary": summary(evaluate(mode))}
+                          for mode in ("measured", "estimated")}, indent=1, default=str))  # fmt: skip
+        return
+    for mode in ("measured", "estimated"):
+        rows = evaluate(mode)
+        s = summary(rows)
+        print(f"### {mode} weights\n")
+        _table(rows)
+        print()
+        print(f"Available KV per GPU, cards ≥ 24 GB, {s['cases']} runs: leave-one-out median {_pct(s['loo_median'])} "
+              f"(worst {_pct(s['loo_worst'])}); in-sample median {_pct(s['in_median'])} (worst {_pct(s['in_worst'])}). "
+              f"Start-up failures predicted: {s['failures_predicted']}/{s['failures']}.\n")  # fmt: skip
+    print("### rows against the logs that state them (LOO constants, measured weights)\n")
+    _row_table(evaluate("measured"))
+    print(f"\n{len(real_logs())} real logs in the repository; {len(CASES)} runs scored; not scorable:")
+    for skip in SKIPS:
+        print(f"- {skip.log}: {skip.reason}")
+    cal = calibration_without(None)
+    print(f"\nFitted constants (in-sample): {cal}")
+
+
+if __name__ == "__main__":
+    main()

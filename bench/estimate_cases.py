@@ -1,0 +1,150 @@
+"""Every real vLLM start-up log in tests/data/vllm-logs, as the deployment it ran (for the
+estimate evaluation), or the reason it cannot be scored.
+
+A case states only what the log (or its source, as recorded in the log directory's index.json)
+states, plus vLLM's defaults for the version where the log leaves a setting out (`None` here:
+max_num_batched_tokens / max_num_seqs from `app.core.versions.scheduler_defaults`). The GPU
+total is the log's when it prints one, else the card's preset. `fails` marks runs that did not
+start (the evaluation requires the estimate to predict that).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+LOGS = Path(__file__).resolve().parents[1] / "tests" / "data" / "vllm-logs"
+P = "public/"
+
+
+@dataclass(frozen=True)
+class Case:
+    log: str
+    run: int
+    model: str  # catalogue slug
+    gpu: str | None  # preset name (total taken from the preset unless total_gib is given)
+    version: str
+    tp: int
+    util: float
+    max_model_len: int
+    total_gib: float | None = None
+    pp: int = 1
+    v1: bool | None = None
+    expert_parallel: bool = False
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    enforce_eager: bool = False
+    chunked_prefill: bool | None = None  # V0: None → on only when max_model_len > 32K
+    fails: str | None = None  # "negative_kv" | "max_model_len"
+    interconnect: str = "unknown"
+    free_gib: float | None = None  # free memory at start, where the log states it
+    scored_rank: str | None = None  # the rank the log shows, when not the binding one (PP driver)
+    stated: tuple[tuple[str, float], ...] = ()  # GiB rows from index.json where the parser reads none
+
+    @property
+    def key(self) -> str:
+        return f"{self.log}#{self.run}"
+
+
+@dataclass(frozen=True)
+class Skip:
+    log: str
+    reason: str
+    observations_only: bool = False  # measured rows still usable for calibration
+
+
+CASES: tuple[Case, ...] = (
+    Case("01-v064-llama31-8b-rtx3090-tp1.log", 0, "llama-3.1-8b", "RTX 3090 24GB", "0.6.4", 1, 0.9, 20000,
+         total_gib=23.58, v1=False),
+    Case("01-v064-llama31-8b-rtx3090-tp1.log", 1, "llama-3.1-8b", "RTX 3090 24GB", "0.6.4", 1, 0.9, 29000,
+         total_gib=23.58, v1=False, fails="max_model_len"),
+    Case("13-v0102-qwen3-30b-a3b-fp8-2xl40s-tp2-ep.log", 0, "qwen3-30b-a3b-fp8", "L40S 48GB", "0.10.2", 2, 0.95,
+         32768, expert_parallel=True, interconnect="pcie"),
+    Case("14-v0102-qwen3-235b-a22b-fp8-8xl40s-tp8-ep.log", 0, "qwen3-235b-a22b-fp8", "L40S 48GB", "0.10.2", 8, 0.9,
+         32768, total_gib=44.42, expert_parallel=True, interconnect="pcie"),
+    Case("15-v0102-qwen3-next-80b-h200-tp2-hybrid.log", 0, "qwen3-next-80b-a3b", "H200 141GB", "0.10.2", 2, 0.9,
+         262144, interconnect="nvlink"),
+    Case("18-v0110-qwen3-vl-30b-a3b-4x3090-tp4.log", 0, "qwen3-vl-30b-a3b-instruct", "RTX 3090 24GB", "0.11.0", 4,
+         0.9, 65536, interconnect="pcie"),
+    # public/ (sourced in public/index.json)
+    Case(P + "01-v064dev-llama3-8b-h100-tp1-tp2-profiling-table.log", 0, "llama-3.1-8b", "H100 80GB", "0.6.4", 1, 0.9,
+         8192, total_gib=79.22, v1=False, interconnect="nvlink",
+         stated=(("kv", 53.29), ("weights", 14.96), ("non_torch", 1.79), ("activation", 1.26))),
+    Case(P + "01-v064dev-llama3-8b-h100-tp1-tp2-profiling-table.log", 1, "llama-3.1-8b", "H100 80GB", "0.6.4", 2, 0.9,
+         8192, total_gib=79.22, v1=False, interconnect="nvlink",
+         stated=(("weights", 7.48), ("non_torch", 3.58), ("activation", 1.26))),
+    Case("public/03-v084-llama31-8b-l40s-tp1.log", 0, "llama-3.1-8b", "L40S 48GB", "0.8.4", 1, 0.9, 32768),
+    Case("public/05-v092-qwen3-235b-a22b-fp8-4xh100-tp4-lmcache.log", 0, "qwen3-235b-a22b-fp8", "H100 80GB", "0.9.2", 4,
+         0.9, 40960, interconnect="nvlink"),
+    Case(P + "07-v0102-gpt-oss-120b-mxfp4-h100-tp1-start-fail.log", 0, "gpt-oss-120b", "H100 80GB", "0.10.2", 1, 0.95,
+         131072, max_num_batched_tokens=1024, fails="max_model_len"),
+    Case(P + "08-v0101-gpt-oss-120b-mxfp4-h100-tp1-negative-kv.log", 0, "gpt-oss-120b", "H100 80GB", "0.10.1", 1, 0.9,
+         131072, fails="negative_kv"),
+    Case("public/23-v073-qwen25-7b-rtx4060-8gb-tp1-negative-kv.log", 0, "qwen2.5-7b-instruct", None, "0.7.3", 1, 0.7,
+         4096, total_gib=8.0, v1=False, fails="negative_kv"),
+    Case(P + "25-v072-r1-distill-qwen-14b-2x4090-tp2-mml-fail.log", 0, "deepseek-r1-distill-qwen-14b", "RTX 4090 24GB",
+         "0.7.2", 2, 0.98, 131072, v1=False, interconnect="pcie", fails="max_model_len"),
+    Case("public/28-v0100dev-qwen3-235b-a22b-fp8-141gb-tp4-util05-debug.log", 0, "qwen3-235b-a22b-fp8", "H20 141GB",
+         "0.10.0", 4, 0.5, 40960, total_gib=139.72, interconnect="nvlink"),
+    Case(P + "30-v072-deepseek-r1-h20-141gb-ray-tp8-pp2-driver-rows-worker-budget.log", 0, "deepseek-r1", "H20 141GB",
+         "0.7.2", 8, 1.0, 163840, total_gib=139.72, pp=2, v1=False, interconnect="nvlink", scored_rank="PP0_TP0"),
+    Case("public/38-v0101-mixtral-8x7b-fp8-141gb-free-memory-below-util.log", 0, "mixtral-8x7b-v0.1", "H20 141GB",
+         "0.10.1", 1, 0.9, 32768, total_gib=139.72, free_gib=7.34, fails="free_memory"),
+    Case("public/39-v072-qwen25-32b-2xl40s-tp2-v0-rows.log", 0, "qwen2.5-32b", "L40S 48GB", "0.7.2", 2, 0.9, 32768,
+         total_gib=44.42, v1=False, interconnect="pcie"),
+)  # fmt: skip
+
+SKIPS: tuple[Skip, ...] = (
+    Skip("07-v083-3090-mp-util099.log", "model not stated in the excerpt (MoE WNA16 PR context)", True),
+    Skip("16-v0102-qwen3-14b-lmcache-tp1.log", "GPU not stated (single card of unknown size)"),
+    Skip("21-v021plus-6x3090-tp4-cg-profiling.log", "model not stated in the excerpt"),
+    Skip("22-v0271-tp2-cg-profiling.log", "model and GPU not stated"),
+    Skip("23-v0240-tp1-cg-pool-actual-vs-estimated.log", "model not identified ('/workspace/base')"),
+    Skip(P + "02-v070dev-llama32-11b-vision-h100-tp1.log", "model (Llama-3.2-11B-Vision) not in the catalogue"),
+    Skip(P + "44-v026dev-patched-qwen35-rtx5090-nvfp4kv-1m-ctx.log", "patched build; Qwen3.5 not in the catalogue"),
+    Skip(P + "45-v053-llama31-405b-fp8-8xh100-tp8-weights.log", "weights only: no KV stated"),
+    Skip(P + "46-v085-qwen3-moe-tp4-compose-kv-then-cg-capture-fail.log",
+         "landed at 11:40, after the cases were set up: not cased (Qwen3-MoE checkpoint not identified)"),
+    Skip(P + "04-v066-unknown-24gb-mp-budget-only.log", "model not stated; budget line only"),
+    Skip(P + "09-v0111-kimi-linear-48b-awq-2x3090-tp2-mla-linear.log", "model (Kimi-Linear AWQ) not in the catalogue"),
+    Skip(P + "13-v021plus-qwen38-2t-nvfp4-gb300-dp4-tp2-ep-cg-fail.log",
+         "model (Qwen3.8 NVFP4) and GB300 not in the catalogue/presets"),
+    Skip(P + "15-v083-qwen25-vl-72b-4xa100-40gb-tp4-v0.log", "model (Qwen2.5-VL-72B) not in the catalogue"),
+    Skip(P + "17-v0110dev-granite-4-micro-lora-tp1.log", "model not in the catalogue, GPU not stated"),
+    Skip(P + "20-v073dev-unknown-tp1-blocks-then-tokens.log", "model and GPU not stated"),
+    Skip(P + "21-v0102-unknown-fp8kv-tp1-two-runs-mml-fail.log", "model and GPU not stated"),
+    Skip(P + "24-v083dev-deepseek-v2-lite-chat-cpu-offload-tp1-mla-mml-fail.log",
+         "GPU not stated; 13 GB CPU weight offload not modelled"),
+    Skip(P + "26-v091dev-unknown-tp-cpu-offload-connector-blocks-override.log", "model and GPU not stated"),
+    Skip(P + "27-v0260-deepseek-v4-flash-nvfp4-2x-sm120-96gb-tp2-ep-cpu-offload.log",
+         "model (DeepSeek-V4 NVFP4) not in the catalogue"),
+    Skip(P + "29-v064dev-unknown-h100-tp1-profiling-table-baseline.log", "model not stated"),
+    Skip(P + "31-v018dev-hybrid-mamba-tp1-cg-estimate-optin-advice.log", "model and GPU not stated"),
+    Skip(P + "32-v018dev-nvfp4-marlin-tp2-cg-estimate-optin-util-advice.log", "model and GPU not stated"),
+    Skip(P + "33-v021-mimo-v25-sm12x-dp2-tp4-ep-util-advice.log",
+         "model (MiMo-V2.5) not in the catalogue; card not identified"),
+    Skip(P + "34-v027dev-qwen35-xpu-mtp-combined-kv-line-graph-capture.log", "Intel XPU and model not identified"),
+    Skip(P + "35-v042-opt-125m-tp1-mml-only-in-engine-config.log",
+         "model (OPT-125m) not in the catalogue, GPU not stated"),
+    Skip(P + "36-v015dev-ci-l4-free-memory-below-util.log", "model not stated (free-memory failure on an L4)"),
+    Skip(P + "37-v091-48gb-class-mp-free-memory-below-util.log", "model not stated (free-memory failure)"),
+    Skip(P + "40-v073-llama31-8b-int8-v1-tp1-graph-capture.log",
+         "INT8 checkpoint not in the catalogue, GPU not stated"),
+    Skip(P + "41-v06x-unknown-mp-v0-mml-fail-tokens.log", "model and GPU not stated"),
+    Skip(P + "42-v0141-gpt-oss-120b-h100-tp1-ansi-prefix-weights.log", "weights only: no KV stated"),
+    Skip(P + "43-v064post1-qwen25-72b-gptq-48gb-tp1-mml-fail.log", "GPTQ checkpoint config not in the catalogue"),
+)
+
+# Logs that are parser fixtures, not real runs (constructed or edited to exercise a format).
+NOT_REAL_DIRS = ("extra",)
+
+
+def real_logs() -> list[str]:
+    """Every real start-up log in the repository, relative to tests/data/vllm-logs."""
+    out = []
+    for path in sorted(LOGS.rglob("*.log")):
+        rel = path.relative_to(LOGS).as_posix()
+        if rel.split("/", 1)[0] in NOT_REAL_DIRS:
+            continue
+        out.append(rel)
+    return out

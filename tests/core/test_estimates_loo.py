@@ -1,0 +1,50 @@
+"""The leave-one-out evaluation of the estimated rows (bench/bench_estimates_loo.py) on every
+real start-up log in the repository: accuracy, start-up failures, coverage, calibration."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+from bench_estimates_loo import calibration_without, evaluate, summary
+from estimate_cases import CASES, SKIPS, real_logs
+
+from app.core.calibration import DEFAULT
+
+# The issue's target is a leave-one-out median of 3 % on cards ≥ 24 GB; the model does not reach
+# it (bench/RESULTS-estimates.md records 9.1 % with the logged weights, 10.2 % with estimated ones,
+# over 11 runs). The threshold sits about one point above the recorded figures, so a change that
+# makes the model worse on runs it was not fitted to fails here, while one more real log (which
+# moves a median of 11 by about half a point) does not by itself.
+LOO_MEDIAN_THRESHOLD = 0.115
+# Start-up failures the model predicts today (bench/RESULTS-estimates.md): 5 of 6 with the logged
+# weights; public/07 (gpt-oss-120b, weights not logged) is missed through the weights estimate.
+FAILURES_PREDICTED = 5
+
+
+def test_every_real_log_is_scored_or_has_a_reason() -> None:
+    accounted = {c.log for c in CASES} | {s.log for s in SKIPS}
+    assert set(real_logs()) <= accounted, sorted(set(real_logs()) - accounted)
+    assert all(s.reason for s in SKIPS)
+
+
+def test_loo_median_on_real_logs() -> None:
+    for mode in ("measured", "estimated"):
+        s = summary(evaluate(mode))
+        assert int(s["cases"]) >= 5  # type: ignore[call-overload]
+        assert s["loo_median"] is not None and float(s["loo_median"]) <= LOO_MEDIAN_THRESHOLD, (mode, s)  # type: ignore[arg-type]
+
+
+def test_start_up_failures_predicted() -> None:
+    rows = evaluate("measured")
+    failures = [r for r in rows if r["fails"]]
+    predicted = [r for r in failures if not r["predicted_start"]]
+    assert len(failures) >= 6 and len(predicted) >= FAILURES_PREDICTED, [r["case"] for r in failures]
+    # no run that started is predicted to fail
+    assert all(r["predicted_start"] for r in rows if not r["fails"] and r["logged_kv"])
+
+
+def test_default_calibration_is_the_in_sample_fit() -> None:
+    assert calibration_without(None) == DEFAULT
