@@ -85,6 +85,11 @@ def main() -> None:
         "typical, 10 MB": typical_log(70_000),
         "memory-only (worst case), 100k lines": memory_only_log(100_000),
         "random junk, 10 MB": noise(10_000_000),
+        # One huge line each: a regex that backtracks shows here as MB/s falling far below the rest.
+        "pathological: 2 MB of 'a' before a memory line": "a" * 2_000_000 + " pid=1) Available KV cache memory: 1 GiB",
+        "pathological: 'with config: ' x 200k": "with config: " * 200_000,
+        "pathological: 'max seq len (' x 300k": "max seq len (" * 300_000,
+        "pathological: 'GPU blocks: 1' x 300k": "GPU blocks: 1" * 300_000,
     }
     print("| case | size | lines | time (s) | MB/s | runs |")
     print("| --- | --- | --- | --- | --- | --- |")

@@ -25,7 +25,7 @@ def free_port() -> int:
 
 
 def start_server(
-    env: Mapping[str, str], log_path: Path, ready: str = "/", timeout_s: float = 40.0,
+    env: Mapping[str, str], log_path: Path, ready: str = "/", timeout_s: float = 120.0,
     argv: Sequence[str] | None = None, cwd: Path = ROOT,
 ) -> tuple[subprocess.Popen[bytes], str]:
     """Start `serve()` (or `argv` followed by the port, e.g. an installed `kvledger serve --port`)

@@ -54,7 +54,7 @@ def page(browser: Any, server_url: str) -> Iterator[Any]:
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.on("console", lambda msg: errors.append(msg.text) if "Content Security Policy" in msg.text else None)
-    page.set_default_timeout(15_000)
+    page.set_default_timeout(45_000)  # a condition wait, not a speed check: generous for loaded machines
     yield page
     context.close()
     assert errors == [], errors

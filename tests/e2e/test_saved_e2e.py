@@ -29,7 +29,7 @@ def _page(browser: Any, base_url: str, errors: list[str]) -> tuple[Any, Any]:
     context = browser.new_context(viewport={"width": 1400, "height": 900}, base_url=base_url)
     page = context.new_page()
     page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.set_default_timeout(15_000)
+    page.set_default_timeout(45_000)  # a condition wait, not a speed check: generous for loaded machines
     return context, page
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -90,11 +89,8 @@ def test_ten_megabytes_parse_quickly() -> None:
     while len(text) < 10_000_000:
         text += text
     text = text[:10_000_000]
-    t0 = time.perf_counter()
     p = parse_vllm_log(text)
-    elapsed = time.perf_counter() - t0
-    assert p.runs
-    assert elapsed < 20, elapsed  # generous: shared CI machines; bench/bench_parser.py records the speed
+    assert p.runs  # its speed is bench/bench_parser.py's to record: tests never assert wall-clock times
 
 
 def test_fixture_files_are_utf8() -> None:
@@ -118,8 +114,7 @@ PATHOLOGICAL = [
 ]
 
 
-def test_pathological_single_lines_stay_linear() -> None:
+def test_pathological_single_lines_parse() -> None:
+    # What they cost is measured in bench/bench_parser.py ("pathological lines" rows), not asserted here.
     for text in PATHOLOGICAL:
-        t0 = time.perf_counter()
         _check(text)
-        assert time.perf_counter() - t0 < 10, text[:60]
