@@ -83,10 +83,15 @@ LOOKED_FOR = (
     "engine config line, 'non-default args' and the start-up errors"
 )
 
+# An SGR/CSI escape, as the terminal wrote it (ESC = \x1b) or as pasted from a pager or an issue in
+# caret notation (the two characters `^[` for ESC: `^[[0;36m(EngineCore_DP0 pid=N)^[[0;0m`); vLLM
+# colours the process prefix (vllm/utils/system_utils.py `_add_prefix`, v0.10.2+).
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_CARET_ANSI = re.compile(r"\^\[\[[0-9;?]*[A-Za-z]")
 _REPEATED = re.compile(r"\[repeated (\d{1,9})x across cluster\]")
 _RECORD_START = re.compile(
-    r"\s*(?:\x1b\[[0-9;]*m)*(?:\([^)]{0,100}pid=|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) |\d{4}-\d\d-\d\d[T ]|\[|$)"
+    r"\s*(?:(?:\x1b|\^\[)\[[0-9;]*m)*"
+    r"(?:\([^)]{0,100}pid=|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) |\d{4}-\d\d-\d\d[T ]|\[|$)"
 )
 _HEADER = re.compile(r"\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? (\[)?[\w./\-]{1,120}:\d{1,6}\]")
 _MAX_JOIN_LINES = 12
@@ -197,6 +202,8 @@ class _Scanner:
         raw = self.text[start:end]
         if "\x1b" in raw:
             raw = _ANSI.sub("", raw)
+        if "^[[" in raw:
+            raw = _CARET_ANSI.sub("", raw)
         segs = raw.split("\r") if "\r" in raw else [raw]
         line = self.origin[lineno - 1] if self.origin is not None else lineno
         last = len(segs) - 1
