@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from app.ingest.vllm_log_layout import run_layout
 from app.ingest.vllm_log_model import Finding, Rank, Run, Semantics, Stated, Value, VersionInfo
 from app.ingest.vllm_log_prefix import DRIVER, Identity
 
@@ -302,4 +303,5 @@ def finish_run(acc: RunAcc) -> Run:
         tuple(findings),
         acc.first_line,
         acc.last_line,
+        run_layout(ranks, acc.settings),
     )

@@ -125,6 +125,7 @@ class Run:
     findings: tuple[Finding, ...]
     first_line: int
     last_line: int
+    layout: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -200,6 +201,7 @@ def run_to_json(run: Run) -> dict[str, object]:
         "engine": _record(ENGINE_FIELDS, run.engine, run.engine_also),
         "findings": [finding_to_json(f) for f in run.findings],
         "lines": [run.first_line, run.last_line],
+        "layout": {k: dict(v) for k, v in run.layout.items()},
     }
 
 

@@ -3,6 +3,8 @@ on the real files; the expected numbers are the ones index.json states for each 
 
 - caret-notation ANSI colour codes around the process prefix (`^[[0;36m(EngineCore_DP0 …)^[[0;0m`,
   as pasted into an issue) are stripped like real escapes, so the rank is identified: file 42.
+- the parallel layout from the worker prefixes, as lower bounds (or exact where vLLM's naming
+  rule fixes it), and the engine-config line's size when stated: files 33, 13, 09, 35.
 """
 
 from __future__ import annotations
@@ -33,3 +35,41 @@ def test_caret_notation_ansi_prefix_names_the_engine_core_rank() -> None:
 def test_caret_and_real_escape_codes_parse_alike() -> None:
     text = read(next(PUBLIC.glob("42-*.log")))
     assert parsed(text.replace("^[", "\x1b"))["runs"] == parsed(text)["runs"]
+
+
+def _layout(run: dict[str, Any]) -> dict[str, tuple[object, object]]:
+    return {k: (v["value"], v["at_least"]) for k, v in run["layout"].items()}
+
+
+def test_dp_ep_worker_prefixes_give_tp_exactly_and_dp_ep_lower_bounds() -> None:
+    # public/33 (index: TP 4, DP ≥ 2 with DP1 seen, EP = DP × TP): Worker_DP1_TP2_EP6 → TP = (6 − 2) / 1
+    (run,) = runs(_doc("33"))
+    assert _layout(run) == {"tp": (4, 4), "pp": (None, None), "dp": (None, 2), "ep": (None, 8)}
+    assert run["layout"]["tp"]["basis"].startswith("derived")
+    # public/13 (index: TP 2, DP 4, EP 8; only DP1_TP1_EP3 printed): TP exact, DP and EP bounded below
+    (run,) = runs(_doc("13"))
+    assert _layout(run) == {"tp": (2, 2), "pp": (None, None), "dp": (None, 2), "ep": (None, 4)}
+
+
+def test_worker_tp_prefix_is_a_lower_bound_of_two() -> None:
+    # public/09 (index: TP 2): only Worker_TP0 printed; v0.10.2+ names carry _TP only when tp_size > 1
+    (run,) = runs(_doc("09"))
+    assert _layout(run)["tp"] == (None, 2)
+
+
+def test_engine_config_tensor_parallel_size_is_the_size() -> None:
+    (run,) = runs(_doc("35"))  # v0.4.2 engine-config line: tensor_parallel_size=1
+    assert _layout(run)["tp"] == (1, 1)
+    assert run["layout"]["tp"]["basis"].startswith("stated")
+
+
+def test_stated_size_wins_over_prefix_bounds() -> None:
+    text = read(next(PUBLIC.glob("33-*.log")))
+    config = (
+        "INFO 01-01 00:00:00 [core.py:1] Initializing a V1 LLM engine (v0.21.0) with config: "
+        "model='m', tensor_parallel_size=8, pipeline_parallel_size=1, data_parallel_size=2\n"
+    )
+    (run,) = runs(parsed(config + text))
+    assert _layout(run)["tp"] == (8, 8)
+    assert _layout(run)["dp"] == (2, 2)
+    assert _layout(run)["ep"] == (16, 16)
