@@ -82,6 +82,9 @@ def _engine(acc: RunAcc) -> tuple[dict[str, Stated], dict[str, tuple[Stated, ...
                 )
             )
         also.pop("num_gpu_blocks_final", None)
+    override = _override_note(engine)
+    if override is not None:
+        notes.append(override)
     kv = acc.engine.get("kv_tokens", [])
     if len(kv) > 1:
         best = engine["kv_tokens"]
@@ -96,6 +99,50 @@ def _engine(acc: RunAcc) -> tuple[dict[str, Stated], dict[str, tuple[Stated, ...
             )
         )
     return engine, also, notes
+
+
+def _override_note(engine: dict[str, Stated]) -> Finding | None:
+    """'Overriding num_gpu_blocks=P with num_gpu_blocks_override=N': the engine uses N blocks.
+
+    vllm/v1/core/kv_cache_utils.py logs the override and uses N (since #11960, 2025-01; #19503
+    2025-06 'Respect num-gpu-blocks-override in v1'); today's code reports the cache size the
+    override leaves (@28be48fa, the comment at 'If `num_gpu_blocks_override` is set'), but some
+    builds (public/26, v0.9.1 dev) printed 'GPU KV cache size' / concurrency from the profiled P
+    blocks: tokens worth P blocks beside N blocks are not what the engine has.
+    """
+    profiled, used = engine.get("num_gpu_blocks_profiled"), engine.get("num_gpu_blocks")
+    if profiled is None or used is None:
+        return None
+    tokens = engine.get("kv_tokens")
+    numbers: dict[str, Value | None] = {"num_gpu_blocks": used.value, "num_gpu_blocks_profiled": profiled.value}
+    text = (
+        f"num_gpu_blocks_override: the engine uses {used.value} blocks, not the {profiled.value} it "
+        f"profiled (line {used.line})"
+    )
+    stale = (
+        tokens is not None
+        and isinstance(tokens.value, int)
+        and isinstance(profiled.value, int)
+        and isinstance(used.value, int)
+        and profiled.value != used.value
+        and profiled.value > 0
+        and tokens.value % profiled.value == 0
+        and tokens.value != used.value * (tokens.value // profiled.value)
+    )
+    if not stale or tokens is None:
+        return Finding("num_gpu_blocks_override", text, used.line, "info", numbers)
+    per_block = int(tokens.value) // int(profiled.value)
+    numbers.update(kv_tokens=tokens.value, block_size=per_block, kv_tokens_of_override=int(used.value) * per_block)
+    return Finding(
+        "num_gpu_blocks_override",
+        f"{text}; yet 'GPU KV cache size' {tokens.printed} tokens (line {tokens.line}) = "
+        f"{profiled.value} × {per_block}: "
+        f"the token and concurrency lines count the profiled blocks, the engine has {int(used.value) * per_block} "
+        "tokens",
+        used.line,
+        "warning",
+        numbers,
+    )
 
 
 def _cg_from_hint(acc: RankAcc, settings: dict[str, Stated]) -> None:

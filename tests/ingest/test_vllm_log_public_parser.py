@@ -5,6 +5,8 @@ on the real files; the expected numbers are the ones index.json states for each 
   as pasted into an issue) are stripped like real escapes, so the rank is identified: file 42.
 - the parallel layout from the worker prefixes, as lower bounds (or exact where vLLM's naming
   rule fixes it), and the engine-config line's size when stated: files 33, 13, 09, 35.
+- num_gpu_blocks_override: blocks are the override and a finding says so, warning when the
+  token line counts the profiled blocks instead: file 26.
 """
 
 from __future__ import annotations
@@ -73,3 +75,28 @@ def test_stated_size_wins_over_prefix_bounds() -> None:
     assert _layout(run)["tp"] == (8, 8)
     assert _layout(run)["dp"] == (2, 2)
     assert _layout(run)["ep"] == (16, 16)
+
+
+def test_num_gpu_blocks_override_is_the_block_count_and_a_finding_says_so() -> None:
+    # public/26 (index: override 100, profiled 333,325, 5,333,200 tokens = 333,325 × 16, 40.69x @ 131,072)
+    (run,) = runs(_doc("26"))
+    engine = run["engine"]
+    assert engine["num_gpu_blocks"] == 100
+    assert engine["num_gpu_blocks_profiled"] == 333325
+    assert engine["kv_tokens"] == 5333200
+    assert engine["max_concurrency"] == 40.69
+    (f,) = [f for f in run["findings"] if f["code"] == "num_gpu_blocks_override"]
+    assert f["severity"] == "warning"
+    assert f["block_size"] == 5333200 // 333325 == 16
+    assert f["kv_tokens_of_override"] == 100 * 16
+
+
+def test_override_with_consistent_tokens_is_an_info_finding() -> None:
+    text = (
+        "INFO 06-11 10:47:44 [kv_cache_utils.py:660] Overriding num_gpu_blocks=333325 with "
+        "num_gpu_blocks_override=100\n"
+        "INFO 06-11 10:47:44 [kv_cache_utils.py:715] GPU KV cache size: 1,600 tokens\n"
+    )
+    (run,) = runs(parsed(text))
+    (f,) = [f for f in run["findings"] if f["code"] == "num_gpu_blocks_override"]
+    assert f["severity"] == "info" and run["engine"]["num_gpu_blocks"] == 100
