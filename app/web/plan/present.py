@@ -336,8 +336,8 @@ EXPORT_LABELS = {
 def deploy_exports(result: Mapping[str, Any], query: str) -> dict[str, Any]:
     """Download links for every deploy format and the texts of the two copy blocks (none without a model)."""
     links = [{"format": f, "label": EXPORT_LABELS[f], "url": f"/plan/export/{f}{query}"} for f in FORMATS]
-    try:
-        copies = {"serve": export(result, "serve").text, "vllm_config": export(result, "vllm-config").text}
+    try:  # only the YAML has a copy block here ("Deploy with" shows the command): one export per tick
+        copies = {"vllm_config": export(result, "vllm-config").text}
     except ExportError as exc:
         return {"links": [link for link in links if link["format"] == "csv"], "copies": None, "why": str(exc)}
     return {"links": links, "copies": copies, "why": None}
