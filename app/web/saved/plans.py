@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.exceptions import HTTPException
 
+from app.core import exports
 from app.core.errors import InputError
 from app.db import repository as repo
 from app.services import saved_plans
@@ -58,6 +59,7 @@ def api_get_plan(slug: str, session: SessionDep) -> JSONResponse:
 
 
 @router.api_route("/api/v1/plans/{slug}", methods=["PUT", "PATCH", "DELETE"], include_in_schema=False)
+@router.api_route("/p/{slug}/export/{fmt}", methods=NOT_GET, include_in_schema=False)
 @router.api_route("/p/{slug}.json", methods=NOT_GET, include_in_schema=False)
 @router.api_route("/p/{slug}", methods=NOT_GET, include_in_schema=False)
 def immutable(slug: str) -> Response:
@@ -98,6 +100,23 @@ def saved_plan_page(request: Request, slug: str, session: SessionDep) -> Respons
         }))
     spec = expect_page(request, "pages/saved_plan.html", context)
     return render(request, spec)
+
+
+@router.get("/p/{slug}/export/{fmt}", include_in_schema=False)
+def saved_plan_export(slug: str, fmt: str, session: SessionDep) -> Response:
+    """The saved result (not today's recomputation) in a deploy format, as a download."""
+    if fmt not in exports.FORMATS:
+        raise InputError("format", f"unknown format {fmt!r}; expected one of {', '.join(exports.FORMATS)}")
+    record = saved_plans.open_plan(session, slug).record
+    try:
+        out = exports.export(record.summary, fmt)
+    except exports.ExportError as exc:
+        raise InputError("model", str(exc)) from None
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+        raise InputError("plan", "this saved plan's stored result cannot be exported by this version of "
+                                 f"KV Ledger (open /p/{slug} for why)") from None
+    return Response(out.text, media_type=out.media_type,
+                    headers={"Content-Disposition": f'attachment; filename="{out.filename}"'})
 
 
 @router.post("/plans", include_in_schema=False)

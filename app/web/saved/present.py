@@ -75,7 +75,17 @@ def saved_plan_context(
         form={"plan": edit_url, "parent": record.slug, "title": f"{record.title} (edited)"[:300]},
         token_required=token_required(request),
     )
+    context["exports"] = saved_exports(context.get("exports"), record.slug)
     return context
+
+
+def saved_exports(exports: Mapping[str, Any] | None, slug: str) -> dict[str, Any] | None:
+    """The plan page's deploy exports with every download taken from the *saved* result
+    (`/p/{slug}/export/{format}`), not from today's recomputation of the what-if."""
+    if not exports:
+        return None
+    links = [{**link, "url": f"/p/{slug}/export/{link['format']}"} for link in exports.get("links", [])]
+    return {**exports, "links": links}
 
 
 # ---------------------------------------------------------------- deployments and history
