@@ -171,6 +171,10 @@ class PlanDocument(_Strict):
     # engine (app.ingest.vllm_serve.fill_from_serve, run by validate_plan before this model).
     serve: str | list[str] | None = Field(default=None, max_length=1000)
     vllm_config: str | None = Field(default=None, max_length=100_000)
+    # What an imported log left unknown (issue 17 item 2): `ranks` then lists only the workers the
+    # log prints (at most one entry per worker of the layout), and `notes` says what was done.
+    ranks_partial: bool = False
+    notes: list[Annotated[str, Field(max_length=1000)]] = Field(default_factory=list, max_length=64)
 
     @model_validator(mode="after")
     def _has_memory(self) -> PlanDocument:

@@ -104,15 +104,24 @@ class PlanResult:
     warnings: tuple[Warning, ...] = field(default=())
 
 
-def check_rank_count(layout: Layout, count: int) -> None:
+def check_rank_count(layout: Layout, count: int, partial: bool = False) -> None:
     """The stated rule for a plan's ``ranks`` against its layout (issue 17, item 18).
 
     ``ranks`` lists GPU workers: one replica is tp × pp of them (PP stage-major, TP within a stage);
     a list of k whole replicas is k data-parallel engines (k must be 1 or layout.dp when dp > 1).
     Any other count — the README's old example, ``tp: 4`` with two entries — is refused naming both,
-    rather than read as a TP4 ledger of two rows.
+    rather than read as a TP4 ledger of two rows. ``partial``: the list holds only the workers an
+    imported log prints (the others unknown), so any count up to tp × pp × dp stands.
     """
     per_replica = layout.tp * layout.pp
+    if partial:
+        if 1 <= count <= per_replica * layout.dp:
+            return
+        raise InputError(
+            "ranks",
+            f"{count} ranks entries are more than the {per_replica * layout.dp} workers of layout tp={layout.tp} "
+            f"× pp={layout.pp} × dp={layout.dp} (ranks_partial lists some of the workers, never more)",
+        )
     replicas, rest = divmod(count, per_replica)
     if rest == 0 and replicas >= 1 and (layout.dp == 1 or replicas in (1, layout.dp)):
         return
@@ -235,13 +244,13 @@ def warnings(result: PlanResult) -> tuple[Warning, ...]:
             )
         )
     if plan.estimated_ranks:
-        out.append(
-            Warning(
-                "estimated_rows",
-                "weights, non-torch, CUDA-graph and activation rows are estimates; import a vLLM startup "
-                "log to replace them with measurements",
-            )
-        )
+        measured = any(getattr(r, row) is not None and getattr(r, row).source == "measured"
+                       for r in plan.ranks for row in ("weights", "non_torch", "activation", "kv_room"))
+        # A plan whose rows came partly from a log (or nvidia-smi totals only) is not told to import one.
+        why = ("the rows the measurements do not state are estimates (hatched cells); the measured ones are kept"
+               if measured else "weights, non-torch, CUDA-graph and activation rows are estimates; import a vLLM "
+               "startup log to replace them with measurements")
+        out.append(Warning("estimated_rows", why))
         if plan.model.multimodal and plan.model.vision is None:
             out.append(
                 Warning(

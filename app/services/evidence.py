@@ -18,6 +18,7 @@ from app.core.errors import InputError
 from app.core.kvspec import RankKV, rank_kv, rank_kv_uniform
 from app.core.model_config import shape_from_config
 from app.schemas import PlanDocument
+from app.services.rowless_ranks import fill_rowless, layout_notes
 
 JSON = dict[str, Any]
 
@@ -85,6 +86,7 @@ def ranks_from_run(run: Mapping[str, Any]) -> list[JSON]:
     return out
 
 
+_SIZES = (("tp", "tensor_parallel_size"), ("pp", "pipeline_parallel_size"), ("dp", "data_parallel_size"))
 #: Engine settings the measured rows depend on: a document value other than the run's is a what-if.
 _RUN_KNOBS = frozenset({"gpu_memory_utilization", "max_num_batched_tokens"})
 
@@ -110,6 +112,13 @@ def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) 
     ranks = ranks_from_run(run)
     if not ranks:
         raise InputError("from_log", f"run {doc.log_run} states no per-rank memory (no KV or total memory lines)")
+    ranks, notes = fill_rowless(ranks, _run_pp(doc, run, settings))
+    if not ranks:
+        raise InputError(
+            "from_log",
+            f"run {doc.log_run}: no rank states its rows or its KV memory (only budget lines), so no ledger can "
+            "be measured from it; plan it from the home page with the GPU and layout instead (estimated rows)",
+        )
     data["ranks"] = ranks
     engine: JSON = dict(data.get("engine") or {})
     whatif: JSON = dict(data.get("whatif") or {})
@@ -135,10 +144,9 @@ def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) 
         engine["enforce_eager"] = bool(settings["enforce_eager"])
     data["engine"] = engine
     layout: JSON = dict(data.get("layout") or {})
-    inferred = {"tp": tp_from_ranks(run)}
-    for key, src in (("tp", "tensor_parallel_size"), ("pp", "pipeline_parallel_size"), ("dp", "data_parallel_size")):
-        stated = _as_int(settings.get(src))
-        value = stated or inferred.get(key)
+    for key, src in _SIZES:
+        stated = _as_int(settings.get(src)) or _stated(run, key)
+        value = stated or _at_least(run, key) or (tp_from_ranks(run) if key == "tp" else None)
         if not value:
             continue
         given = layout.get(key)
@@ -151,6 +159,13 @@ def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) 
             whatif.setdefault("tp", given)
             layout[key] = value
     data["layout"] = layout
+    workers = layout.get("tp", 1) * layout.get("pp", 1)
+    if len(ranks) < len(run.get("ranks") or []) or len(ranks) % workers:
+        data["ranks_partial"] = True  # the workers the log prints, not every worker of the layout
+    if not any(k in doc.layout.model_fields_set or _stated(run, k) or settings.get(src) for k, src in _SIZES):
+        notes.extend(layout_notes(len(run.get("ranks") or []), layout))
+    if notes:
+        data["notes"] = [*data.get("notes", []), *notes]
     if whatif:
         data["whatif"] = whatif
     if doc.vllm_version is None:
@@ -160,6 +175,25 @@ def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) 
     if doc.model is None:
         data["model"] = _model_for_run(run, settings)
     return PlanDocument.model_validate(data)
+
+
+def _stated(run: Mapping[str, Any], key: str) -> int | None:
+    """A layout size the run states (engine config / args, or exact from worker names)."""
+    entry = (run.get("layout") or {}).get(key)
+    return _as_int(entry.get("value")) if isinstance(entry, Mapping) else None
+
+
+def _at_least(run: Mapping[str, Any], key: str) -> int | None:
+    """A lower bound on a layout size from the worker names the run prints (vllm_log_layout)."""
+    entry = (run.get("layout") or {}).get(key)
+    return _as_int(entry.get("at_least")) if isinstance(entry, Mapping) else None
+
+
+def _run_pp(doc: PlanDocument, run: Mapping[str, Any], settings: Mapping[str, Any]) -> int | None:
+    """The run's pipeline degree: given with the import, else stated by the log, else unknown."""
+    if "pp" in doc.layout.model_fields_set:
+        return doc.layout.pp
+    return _as_int(settings.get("pipeline_parallel_size")) or _stated(run, "pp")
 
 
 def run_version(run: Mapping[str, Any]) -> str | None:

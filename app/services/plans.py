@@ -131,7 +131,8 @@ def _rank_from_doc(i: int, rank: RankDoc) -> RankInput:
 def build_plan(doc: PlanDocument, read_log: LogReader | None = None) -> PlanInput:
     """Resolve a validated document into the core's plan input (defaults filled in)."""
     if doc.from_log is None and doc.ranks:
-        check_rank_count(Layout(tp=doc.layout.tp, pp=doc.layout.pp, dp=doc.layout.dp), len(doc.ranks))
+        layout_in = Layout(tp=doc.layout.tp, pp=doc.layout.pp, dp=doc.layout.dp)
+        check_rank_count(layout_in, len(doc.ranks), doc.ranks_partial)
     if doc.from_log is not None:
         from app.services.evidence import document_from_log
 
@@ -175,9 +176,9 @@ def build_plan(doc: PlanDocument, read_log: LogReader | None = None) -> PlanInpu
     else:
         ranks = _estimated_ranks(doc, model, layout, engine, version)
         estimated = True
-    notes: tuple[str, ...] = ()
+    notes: tuple[str, ...] = tuple(doc.notes)
     if doc.serve is not None or doc.vllm_config is not None:
-        notes = tuple(serve_notes(doc.model_dump(include={"serve", "vllm_config"}, exclude_none=True)))
+        notes += tuple(serve_notes(doc.model_dump(include={"serve", "vllm_config"}, exclude_none=True)))
     notes = (*notes, *_assumption_notes(doc))
     plan = PlanInput(model, layout, engine, policy, ranks, version, gpu_total, estimated, notes)
     return _apply_whatif(doc, plan)
@@ -435,24 +436,29 @@ def import_log(text: str, model_config: Mapping[str, object] | None = None) -> J
 
 
 def read_log(
-    text: str, model_config: Mapping[str, object] | None = None
+    text: str, model_config: Mapping[str, object] | None = None, layout: Mapping[str, int] | None = None
 ) -> tuple[JSON, list[tuple[JSON | None, str | None]]]:
-    """The parsed log (`import_log`) and, per run, its plan document or why there is none.
+    """The parsed log (`import_log`) and, per run, its plan document or why there is none
+    (``layout``: the TP/PP given with the import, for a log that does not state them).
     Pure and picklable in and out: the web runs it in a child process (`web/isolation.py`)."""
     parsed = import_log(text, model_config)
     docs: list[tuple[JSON | None, str | None]] = []
     for index in range(len(parsed.get("runs") or [])):
         try:
-            docs.append((plan_from_log_run(parsed, index, model_config), None))
+            docs.append((plan_from_log_run(parsed, index, model_config, layout), None))
         except InputError as exc:
             docs.append((None, exc.message))
     return parsed, docs
 
 
 def plan_from_log_run(
-    parsed: Mapping[str, object], run_index: int = 0, model_config: Mapping[str, object] | None = None
+    parsed: Mapping[str, object],
+    run_index: int = 0,
+    model_config: Mapping[str, object] | None = None,
+    layout: Mapping[str, int] | None = None,
 ) -> JSON:
-    """A plan document with the measured ranks of one run of a parsed log.
+    """A plan document with the measured ranks of one run of a parsed log (``layout``: the TP/PP
+    given with the import when the log does not state them).
 
     Only that run is converted and validated: the cost is one run's, whatever the log's size
     (converting the whole parsed log for each run made an import quadratic in its runs).
@@ -460,6 +466,8 @@ def plan_from_log_run(
     from app.services.evidence import document_from_log, log_run
 
     doc: JSON = {"from_log": {"runs": [_plain(log_run(parsed, run_index))]}, "log_run": 0}
+    if layout:
+        doc["layout"] = dict(layout)
     if model_config is not None:
         doc["model"] = {"config": _plain(model_config)}
     return document_from_log(validate_plan(doc), None).model_dump(mode="json", exclude_none=True)

@@ -186,12 +186,15 @@ def import_post(
     text: Annotated[str, Form()] = "",
     model: Annotated[str, Form()] = "",
     file: Annotated[UploadFile | None, File()] = None,
+    tp: Annotated[str, Form()] = "",
+    pp: Annotated[str, Form()] = "",
 ) -> Response:
     settings = request.app.state.settings
     spec = expect_page(request, "pages/import.html", workflows.import_context(settings, "log", model))
+    layout = workflows.import_layout(tp, pp)
     imported = workflows.import_log(workflows.log_text(text, file, settings.max_log_bytes), model,
-                                    request.app.state.isolation)
-    return render(request, spec, workflows.import_preview(imported, _bases(request)))
+                                    request.app.state.isolation, layout)
+    return render(request, spec, workflows.import_preview(imported, _bases(request), layout))
 
 
 @router.post("/import.json")
@@ -200,10 +203,12 @@ def import_post_json(
     text: Annotated[str, Form()] = "",
     model: Annotated[str, Form()] = "",
     file: Annotated[UploadFile | None, File()] = None,
+    tp: Annotated[str, Form()] = "",
+    pp: Annotated[str, Form()] = "",
 ) -> Response:
     settings = request.app.state.settings
     imported = workflows.import_log(workflows.log_text(text, file, settings.max_log_bytes), model,
-                                    request.app.state.isolation)
+                                    request.app.state.isolation, workflows.import_layout(tp, pp))
     return JSONResponse(workflows.import_json(imported, _bases(request)))
 
 

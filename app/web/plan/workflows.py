@@ -118,7 +118,7 @@ def import_runs(imported: ImportedLog, bases: BaseStore) -> list[dict[str, Any]]
 def import_context(settings: Settings, active_form: str = "", model_slug: str = "") -> dict[str, Any]:
     return {"nav": "import", "active_form": active_form, "error": None, "field_errors": {}, "runs": None,
             "row_keys": LOG_ROW_KEYS, "max_log_mib": _mib(settings.max_log_bytes), "findings": [],
-            "model_slug": model_slug,
+            "model_slug": model_slug, "layout": {},
             "model_options": [(m["slug"], m["name"]) for m in plans.catalogue_search("", limit=200)]}
 
 
@@ -131,6 +131,8 @@ def import_form_json(settings: Settings) -> dict[str, Any]:
             "text": "vLLM startup log text (every rank's lines; any prefix era)",
             "file": "or the log as a file upload (multipart)",
             "model": "optional catalogue slug: residuals are computed against that model",
+            "tp": "optional TP degree (1-4096), for a log that does not state it",
+            "pp": "optional PP degree (pipeline stages, 1-1024), for a log that does not state it",
         },
         "max_log_bytes": settings.max_log_bytes,
         "row_keys": [key for key, _ in LOG_ROW_KEYS],
@@ -148,16 +150,30 @@ def catalogue_config(slug: str) -> dict[str, object] | None:
         raise InputError("model", f"no catalogue model {slug!r}") from None
 
 
-def import_log(text: str, model_slug: str, isolation: Isolation) -> ImportedLog:
+def import_layout(tp: str, pp: str) -> dict[str, int]:
+    """The TP/PP degrees typed on the import page (for a log that does not state its layout)."""
+    out: dict[str, int] = {}
+    for key, text, top in (("tp", tp, 4096), ("pp", pp, 1024)):
+        text = text.strip()
+        if not text:
+            continue
+        if not (text.isascii() and text.isdigit() and len(text) <= 5 and 1 <= int(text) <= top):
+            raise InputError(key, f"{key.upper()} must be a whole number from 1 to {top}, got {text[:20]!r}")
+        out[key] = int(text)
+    return out
+
+
+def import_log(text: str, model_slug: str, isolation: Isolation, layout: Mapping[str, int] | None = None) -> ImportedLog:
     """Parse a log (with the chosen catalogue model's config for residuals, if any) and make each
     run's plan document, in a child process under the server's time limit (web/isolation.py)."""
     config = catalogue_config(model_slug)
-    parsed, docs = isolation.run("log", plans.read_log, text, config)
+    parsed, docs = isolation.run("log", plans.read_log, text, config, dict(layout or {}) or None)
     return ImportedLog(parsed, docs)
 
 
-def import_preview(imported: ImportedLog, bases: BaseStore) -> dict[str, Any]:
-    return {"runs": import_runs(imported, bases), "findings": imported.parsed.get("findings") or []}
+def import_preview(imported: ImportedLog, bases: BaseStore, layout: Mapping[str, int] | None = None) -> dict[str, Any]:
+    return {"runs": import_runs(imported, bases), "findings": imported.parsed.get("findings") or [],
+            "layout": dict(layout or {})}
 
 
 def import_json(imported: ImportedLog, bases: BaseStore) -> dict[str, Any]:
