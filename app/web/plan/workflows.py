@@ -163,7 +163,9 @@ def import_layout(tp: str, pp: str) -> dict[str, int]:
     return out
 
 
-def import_log(text: str, model_slug: str, isolation: Isolation, layout: Mapping[str, int] | None = None) -> ImportedLog:
+def import_log(
+    text: str, model_slug: str, isolation: Isolation, layout: Mapping[str, int] | None = None
+) -> ImportedLog:
     """Parse a log (with the chosen catalogue model's config for residuals, if any) and make each
     run's plan document, in a child process under the server's time limit (web/isolation.py)."""
     config = catalogue_config(model_slug)
