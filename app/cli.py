@@ -142,6 +142,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_size(args: argparse.Namespace) -> int:
+    from app.cli_size import render
+    from app.services.sizing import run_size
+
+    text, status = render(run_size(read_json(args.file, "sizing document")), args.json)
+    print(text)
+    return status
+
+
 def cmd_kv_bytes(args: argparse.Namespace) -> int:
     from app.services.plans import kv_bytes_report
 
@@ -314,6 +323,11 @@ def build_parser() -> argparse.ArgumentParser:
         "or a policy reserve is breached",
     )
     p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("size", help="the smallest deployments that serve a target (sizing document, file or -)")
+    p.add_argument("file")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_size)
 
     p = sub.add_parser("kv-bytes", help="per-rank KV bytes per token of a config.json")
     p.add_argument("config")

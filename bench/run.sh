@@ -13,7 +13,7 @@ out=bench/RESULTS.md
   echo "Machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), \
 $(lscpu | sed -n 's/^Model name: *//p' | head -n1), $($py --version), $(uname -sr)."
   echo "Shared machine: ratios are measured side by side in one run; absolute times are medians."
-  for bench in core kvbytes estimates_loo estimates_speed parser sim simweb db history web; do
+  for bench in core kvbytes estimates_loo estimates_speed parser sim simweb db history web size; do
     [ -f "bench/bench_$bench.py" ] || continue
     echo
     echo "## $bench"

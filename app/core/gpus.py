@@ -110,6 +110,7 @@ def nearest_presets(name: str, n: int = 3) -> tuple[str, ...]:
     return tuple(names[:n]) or tuple(p.name for p in PRESETS[:n])
 
 
+@functools.lru_cache(maxsize=1024)
 def find_preset(name: str) -> GpuPreset | None:
     """The preset a name or an nvidia-smi product string stands for, or None.
 

@@ -82,6 +82,8 @@ class Limits:
 KNOBS: tuple[Knob, ...] = (
     Knob("model", "model.catalogue", "str", structural=True, aliases=("model",)),
     Knob("gpu_total", "gpu.total", "size", structural=True, aliases=("gpu",)),
+    Knob("gpu", "gpu.name", "str", structural=True),  # a preset (`kvledger gpus`): its total unless gpu_total
+    Knob("gpu_free", "gpu.free_at_start", "size", structural=True),
     Knob("ranks", "gpu.count", "int", structural=True, aliases=("ranks",)),
     Knob("tp", "layout.tp", "int", default="1", whatif="tp", structural=True, aliases=("layout",)),
     Knob("pp", "layout.pp", "int", default="1", structural=True),
@@ -256,7 +258,8 @@ def plan_from_query(params: Mapping[str, str], base_doc: Mapping[str, object] | 
     doc: JSON = copy.deepcopy(dict(base_doc)) if base_doc is not None else {}
     if base_doc is None:
         doc["model"] = {"catalogue": DEFAULT_MODEL}
-        doc["gpu"] = {"total": DEFAULT_GPU_TOTAL}
+        named = (params.get("gpu") or "").strip() and not (params.get("gpu_total") or "").strip()
+        doc["gpu"] = {} if named else {"total": DEFAULT_GPU_TOTAL}  # a preset name gives its own total
     measured = _measured_base(doc)
     for knob in KNOBS:
         key = knob.key

@@ -265,7 +265,13 @@ def _quantized(model: ModelInput, quantization: str | None) -> ModelInput:
         return model
     if model.shape is None:
         raise InputError("engine.quantization", "needs the model's config.json (or a catalogue model) to size weights")
-    return replace(model, shape=online_fp8_shape(model.shape))
+    return replace(model, shape=_online_fp8_shape(model.shape))
+
+
+@functools.lru_cache(maxsize=64)
+def _online_fp8_shape(shape: ModelShape) -> ModelShape:
+    """online_fp8_shape is pure over a frozen shape: a sizing search (or a slider) quantizes once."""
+    return online_fp8_shape(shape)
 
 
 def _fill_missing_rows(

@@ -39,6 +39,7 @@ from app.web.plan.routes import router as pages_router
 from app.web.plan.views import PlanCache
 from app.web.saved.routes import router as saved_router
 from app.web.sim.routes import router as sim_router
+from app.web.size.routes import router as size_router
 from app.web.templating import Templates
 
 TEMPLATES_DIR = resource_path("templates")
@@ -90,6 +91,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(pages_router)
     app.include_router(api_router)
     app.include_router(sim_router)
+    app.include_router(size_router)
     app.include_router(saved_router)
     app.add_middleware(BodySizeLimit, max_body_bytes=settings.max_body_bytes, max_log_bytes=settings.max_log_bytes)
     app.add_middleware(GZipMiddleware, minimum_size=800, compresslevel=6)

@@ -24,6 +24,7 @@ from app.web import querystring
 from app.web.formatting import gib, intcomma, ratio
 from app.web.plan import charts
 from app.web.plan.views import PlanView
+from app.web.size.links import size_link
 
 #: The form's fields: one per knob of the knob table.
 FORM_KEYS = tuple(knob.key for knob in plan_query.KNOBS)
@@ -320,7 +321,7 @@ def plan_context(view: PlanView, form: bool = True) -> dict[str, Any]:
         sim_url=f"/sim{query}",
         chart_version=hashlib.sha1(view.url.encode()).hexdigest()[:10], url=view.url,
         levers_url=f"/plan/levers{query}",
-        exports=deploy_exports(result, query),
+        exports=deploy_exports(result, query), size_link=size_link(result),
     )
     context["show_memory"] = not has_base or _estimated_base(view.base_doc)
     return context

@@ -1,0 +1,239 @@
+"""Sizing (issue 13): a sizing document in, the ranked deployments that serve its target out.
+
+Every candidate engine is planned by the one plan computation: its plan document (the `plan` of
+each option, what `kvledger plan` reproduces it from) goes through `plans.build_plan` and
+`app.core.plan.compute`. The search, the shared-card budget rule and the ranking are in
+`app.core.sizing` / `app.core.sizing_answer`; this module resolves the document, writes the plan
+documents and the JSON contract (keys named by the issue: `options`, `searched`, `near_misses`).
+
+Speed: one engine configuration is planned once for every replica count (replicas are
+independent engines), the TP ranks of an estimated stage share their rows, so the plan is
+computed on one rank per pipeline stage (the same ledger and admission: those ranks are the same
+cells), and a configuration's plan input is built once for every KV dtype (`kv_cache_dtype` moves
+only the engine field the KV geometry reads).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+from urllib.parse import urlencode
+
+from app.core.errors import InputError
+from app.core.ledger import RankInput
+from app.core.plan import PlanInput, PlanResult, compute
+from app.core.report import flags
+from app.core.sizing import (
+    MAX_CANDIDATES,
+    Candidate,
+    EngineConfig,
+    EngineOutcome,
+    Space,
+    Target,
+    space_size,
+)
+from app.core.sizing_answer import Answer, headroom, missing, search
+from app.core.versions import CURRENT_VLLM, rules_for
+from app.schemas import validate_plan
+from app.services import plan_query, plans
+from app.sizing_schema import SizingDocument, validate_sizing
+
+JSON = dict[str, Any]
+
+
+@dataclass(eq=False)
+class Sizing:
+    """A validated sizing document with what every candidate shares resolved once."""
+
+    doc: SizingDocument
+    target: Target
+    space: Space
+    vllm_version: str
+    _built: dict[tuple[object, ...], PlanInput] = field(default_factory=dict)
+
+    def plan_document(self, config: EngineConfig, dp: int = 1) -> JSON:
+        """The plan document of one candidate (what `kvledger plan` reproduces it from)."""
+        d, e = self.doc, self.doc.engine
+        gpu: JSON = {"name": config.gpu}
+        if config.free_at_start_bytes is not None:
+            gpu["free_at_start"] = config.free_at_start_bytes
+        layout: JSON = {"tp": config.tp, "pp": config.pp, **({"dp": dp} if dp > 1 else {})}
+        engine: JSON = {"gpu_memory_utilization": config.gpu_memory_utilization,
+                        "kv_cache_dtype": config.kv_cache_dtype, "max_model_len": self.target.max_model_len}
+        optional = {"quantization": config.quantization, "max_num_batched_tokens": e.max_num_batched_tokens,
+                    "max_num_seqs": e.max_num_seqs, "block_size": e.block_size if e.block_size != 16 else None,
+                    "enforce_eager": e.enforce_eager or None}  # fmt: skip
+        engine.update({k: v for k, v in optional.items() if v is not None})
+        policy: JSON = {"avg_live_tokens": self.target.live_tokens}
+        if d.policy.growth_reserve:
+            policy["growth_reserve"] = d.policy.growth_reserve
+        if d.policy.operating_reserve:
+            policy["operating_reserve"] = d.policy.operating_reserve
+        model = d.model.model_dump(mode="json", exclude_none=True)
+        return {"model": model, "gpu": gpu, "layout": layout, "engine": engine, "policy": policy,
+                "vllm_version": self.vllm_version}  # fmt: skip
+
+    def evaluate(self, config: EngineConfig) -> EngineOutcome | str:
+        try:
+            return outcome_of(self.engine_result(config))
+        except InputError as exc:
+            return f"{config.label}: {exc}"
+
+    def engine_result(self, config: EngineConfig) -> PlanResult:
+        """The plan of one engine of the configuration, on one rank per pipeline stage."""
+        key = (config.gpu, config.tp, config.pp, config.engines_per_gpu, config.quantization, config.card_utilization)
+        base = self._built.get(key)
+        if base is None:
+            built = plans.build_plan(validate_plan(self.plan_document(replace(config, kv_cache_dtype="auto"))))
+            base = self._built[key] = replace(built, ranks=_one_per_stage(built))
+        plan = base
+        if config.kv_cache_dtype != base.engine.kv_cache_dtype:
+            plan = replace(base, engine=replace(base.engine, kv_cache_dtype=config.kv_cache_dtype))
+        try:
+            return compute(plan)
+        except InputError as exc:
+            raise exc.under("engine") if exc.field in ("kv_cache_dtype", "block_size") else exc from None
+
+
+def _one_per_stage(plan: PlanInput) -> tuple[RankInput, ...]:
+    """The ranks of an estimated engine with the TP ranks of a stage (the same cell objects,
+    `estimate_ranks`) kept once: the ledger and the minimum over ranks are the same."""
+    out: list[RankInput] = []
+    for rank in plan.ranks:
+        if not out or not _same(rank, out[-1]):
+            out.append(rank)
+    return tuple(out)
+
+
+def _same(a: RankInput, b: RankInput) -> bool:
+    return all(getattr(a, f) is getattr(b, f) for f in ("total", "free_at_start", "weights", "non_torch",
+                                                        "cuda_graphs", "activation", "kv_room"))  # fmt: skip
+
+
+def outcome_of(result: PlanResult) -> EngineOutcome:
+    adm = result.admission
+    problems = [msg for lg in result.ledgers if not lg.will_start for _, msg in lg.problems]
+    return EngineOutcome(
+        starts=all(lg.will_start for lg in result.ledgers),
+        fits_max_model_len=adm.fits_max_model_len and adm.servable_max_model_len,
+        tokens=adm.tokens,
+        schedulable_tokens=adm.schedulable_tokens,
+        concurrency_ceiling=adm.concurrency_ceiling or 0,
+        max_num_seqs=result.plan.engine.max_num_seqs,
+        max_concurrency_at_max_model_len=round(adm.max_concurrency_at_max_model_len, 4),
+        largest_max_model_len=adm.largest_max_model_len,
+        start_problem=problems[0] if problems else "",
+        no_kv_room=any(lg.kv.bytes <= 0 for lg in result.ledgers),
+    )
+
+
+def resolve(doc: object) -> Sizing:
+    """Validate a sizing document and resolve its model, max_model_len and search space."""
+    d = validate_sizing(doc)
+    version = d.vllm_version or CURRENT_VLLM
+    try:
+        rules = rules_for(version)
+    except InputError as exc:
+        raise InputError("vllm_version", exc.message) from None
+    probe = {"model": d.model.model_dump(mode="json", exclude_none=True), "gpu": {"total": 2**40},
+             "vllm_version": version, "engine": {"max_model_len": d.target.max_model_len or 1}}  # fmt: skip
+    base = plans.build_plan(validate_plan(probe))
+    shape = base.model.shape
+    mml = d.target.max_model_len or (shape.max_position_embeddings if shape else None)
+    if mml is None:
+        raise InputError("target.max_model_len", "required: the model does not state max_position_embeddings")
+    if d.target.avg_live_tokens and d.target.avg_live_tokens > mml:
+        raise InputError("target.avg_live_tokens", f"{d.target.avg_live_tokens:,} is more than max_model_len {mml:,}")
+    o = d.options
+    space = Space(
+        gpus=d.presets(), tp=o.tp or plans.allowed_tp_for(base, limit=d.max_gpus), pp=o.pp,
+        kv_cache_dtype=o.kv_cache_dtype, quantization=o.quantization,
+        gpu_memory_utilization=o.gpu_memory_utilization or [rules.default_gpu_memory_utilization],
+        engines_per_gpu=o.engines_per_gpu, max_gpus=d.max_gpus,
+    )  # fmt: skip
+    if (n := space_size(space)) > MAX_CANDIDATES:
+        raise InputError("options", f"{n:,} candidates is more than one search takes ({MAX_CANDIDATES:,}): "
+                                    "narrow gpus, max_gpus or the options lists")  # fmt: skip
+    target = Target(mml, d.target.concurrency, d.target.avg_live_tokens, d.target.tokens)
+    return Sizing(d, target, space, version)
+
+
+def plan_url(doc: JSON) -> str:
+    """The plan page of a candidate's plan document (its canonical what-if query)."""
+    return "/plan?" + urlencode(sorted(plan_query.query_from_plan(doc).items()))
+
+
+def compromises(config: EngineConfig) -> list[str]:
+    out = []
+    if config.quantization:
+        out.append(f"weights --quantization {config.quantization}")
+    if config.kv_cache_dtype != "auto":
+        out.append(f"KV cache {config.kv_cache_dtype}")
+    if config.engines_per_gpu > 1:
+        out.append(f"{config.engines_per_gpu} engines share each GPU")
+    return out
+
+
+def candidate_json(sizing: Sizing, cand: Candidate, miss: str | None) -> JSON:
+    c, o = cand.config, cand.outcome
+    doc = sizing.plan_document(c, cand.dp)
+    full = compute(plans.build_plan(validate_plan(doc)))
+    return {
+        "gpu": c.gpu, "gpus": cand.gpus, "tp": c.tp, "pp": c.pp, "dp": cand.dp, "engines_per_gpu": c.engines_per_gpu,
+        "kv_cache_dtype": c.kv_cache_dtype, "quantization": c.quantization,
+        "gpu_memory_utilization": c.gpu_memory_utilization, "card_utilization": c.card_utilization,
+        "tokens": o.tokens, "schedulable_tokens": o.schedulable_tokens,
+        "max_concurrency_at_max_model_len": o.max_concurrency_at_max_model_len,
+        "concurrency_ceiling": cand.concurrency_ceiling, "concurrency": cand.concurrency,
+        "max_num_seqs": o.max_num_seqs, "starts": o.starts, "fits_max_model_len": o.fits_max_model_len,
+        "headroom": round(headroom(cand, sizing.target), 4) if miss is None else None,
+        "meets_target": miss is None, "missing": miss, "label": c.label, "compromises": compromises(c),
+        "flags": flags(full), "plan": doc, "url": plan_url(doc),
+    }  # fmt: skip
+
+
+def _message(sizing: Sizing, answer: Answer) -> str:
+    t = sizing.target
+    want = [f"max_model_len {t.max_model_len:,}"]
+    if t.concurrency is not None:
+        want.append(f"{t.concurrency:,} concurrent requests at {t.live_tokens:,} live tokens")
+    if t.tokens is not None:
+        want.append(f"{t.tokens:,} schedulable tokens")
+    if answer.options:
+        best = answer.options[0]
+        return f"{best.config.label} × {best.dp}: {best.gpus} GPUs serve " + ", ".join(want)
+    near = answer.near_misses[0][1] if answer.near_misses else "no configuration could be planned"
+    return f"no deployment within max_gpus={sizing.space.max_gpus} serves " + ", ".join(want) + f"; closest: {near}"
+
+
+def _point(sizing: Sizing, c: Candidate) -> JSON:
+    return {"gpus": c.gpus, "concurrency": c.concurrency, "label": f"{c.config.label} × {c.dp}",
+            "url": plan_url(sizing.plan_document(c.config, c.dp))}
+
+
+def answer_json(sizing: Sizing, answer: Answer) -> JSON:
+    t, limit = sizing.target, sizing.doc.limit
+    return {
+        "target": {"max_model_len": t.max_model_len, "concurrency": t.concurrency,
+                   "avg_live_tokens": t.live_tokens, "tokens": t.tokens},
+        "vllm_version": sizing.vllm_version, "max_gpus": sizing.space.max_gpus,
+        "message": _message(sizing, answer),
+        "options": [candidate_json(sizing, c, None) for c in answer.options[:limit]],
+        "feasible": len(answer.options), "searched": answer.searched, "evaluated": answer.evaluated,
+        "skipped": answer.skipped,
+        "near_misses": [candidate_json(sizing, c, m) for c, m in answer.near_misses],
+        "excluded": [{"label": c.label, "reason": r} for c, r in answer.excluded[:20]],
+        "excluded_count": len(answer.excluded),
+        "pareto": [_point(sizing, c) for c in answer.pareto],
+        "by_gpu": {gpu: [{"gpus": c.gpus, "concurrency": c.concurrency, "label": f"{c.config.label} × {c.dp}"}
+                         for c in cands] for gpu, cands in answer.by_gpu.items()},
+    }  # fmt: skip
+
+
+def run_size(doc: object) -> JSON:
+    """`kvledger size` / `POST /api/v1/size`: validate, search and answer."""
+    sizing = resolve(doc)
+    return answer_json(sizing, search(sizing.space, sizing.target, sizing.evaluate))
+
+
+__all__ = ["Sizing", "missing", "resolve", "run_size"]
