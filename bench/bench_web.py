@@ -5,8 +5,8 @@ Measures, on this machine, with the servers under uvicorn (one worker each) in s
 
 1. Slider round trip: the plan page's htmx request (recompute + fragment + chart data) for an
    8-rank plan, every request a different utilization / prefill-chunk value, against a bare
-   FastAPI + Jinja app that renders a fragment of the same size from a plain template, measured
-   side by side (alternating request by request) in the same run. Target: median ratio <= 1.3.
+   FastAPI app that renders the same fragment blocks from a ready context, measured side by side
+   (alternating request by request) in the same run. Target: median ratio <= 1.3.
 2. The same slider requests from 8 concurrent clients (bounded request count). Target: p99 < 25 ms.
 3. A 1,024-rank plan page rendered in process (plan + context + full template). Target: < 50 ms.
 4. The first page load (plan page + every asset it links), bytes on the wire with gzip.
@@ -49,34 +49,45 @@ TARGET_P99_MS = 25.0
 TARGET_1024_MS = 50.0
 TARGET_FIRST_LOAD_BYTES = 600 * 1024
 
-BARE_TEMPLATE = (
-    '<section id="results">{% for row in rows %}<div class="row" data-i="{{ row.i }}">'
-    '<span class="label">{{ row.label }}</span><span class="value">{{ row.value }}</span>'
-    '<span class="note">{{ row.note }}</span></div>{% endfor %}</section>'
-)
-
-# The baseline: a bare FastAPI app whose one `def` route renders the template above.
+# The baseline: a bare FastAPI app (no middleware) whose one `def` route renders the plan page's
+# slider fragment (the same template blocks, through the same `Templates`) from a context built
+# before the server starts: everything a slider tick costs except computing that context (the
+# query, the defaults, the plan, the presentation) and our middleware.
 BARE_APP = textwrap.dedent(
     """
+    import gc
     import sys
-    import jinja2
+    import warnings
+
     import uvicorn
     from fastapi import FastAPI
     from fastapi.responses import HTMLResponse
 
-    port, rows_count, source = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-    template = jinja2.Environment(autoescape=True).from_string(source)
+    warnings.simplefilter("ignore")
+    from app.settings import Settings
+    from app.web.app import create_app
+    from app.web.plan import present, routes, views
+
+    port, paths = int(sys.argv[1]), sys.argv[2:]
+    ours = create_app(Settings(database_url="sqlite://"))
+    templates, contexts = ours.state.templates, []
+    for path in paths:
+        params = dict(item.split("=", 1) for item in path.split("?", 1)[1].split("&"))
+        view = views.plan_view(params, ours.state.bases, False)
+        contexts.append({**present.plan_context(view, form=False), "token_required": False, "fragment": True})
+    gc.collect()
+    gc.freeze()  # as our server does after start-up (app.web.app.freeze_startup_objects)
     app = FastAPI()
 
     @app.get("/fragment")
-    def fragment(util: float = 0.9) -> HTMLResponse:
-        rows = [{"i": i, "label": f"row {i}", "value": f"{util * i:,.2f}", "note": "x" * 40}
-                for i in range(rows_count)]
-        return HTMLResponse(template.render(rows=rows))
+    def fragment(i: int = 0) -> HTMLResponse:
+        context = contexts[i % len(contexts)]
+        return HTMLResponse(templates.render_blocks(routes.PLAN, context, list(routes.PLAN_FRAGMENT)))
 
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
     """
 )
+BARE_CONTEXTS = 70  # ready contexts in the bare app (one per utilization of slider_paths, chunk 512)
 
 
 def free_port() -> int:
@@ -152,6 +163,7 @@ def two_slider_paths(n: int) -> list[str]:
     return [f"{SLIDER_BASE}&util={utils[i % 70]}&mnbt={chunks[i % 127]}" for i in range(n)]
 
 
+Server = tuple[int, int]  # (port, pid)
 HTMX_HEADERS = {"HX-Request": "true", "Accept-Encoding": "identity"}
 
 
@@ -177,32 +189,29 @@ def pct(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
-def bare_rows_for(size: int) -> int:
-    """Rows of the bare template whose fragment is `size` bytes (rendered here to measure)."""
-    import jinja2
-
-    template = jinja2.Environment(autoescape=True).from_string(BARE_TEMPLATE)
-
-    def render(rows: int) -> int:
-        data = [{"i": i, "label": f"row {i}", "value": f"{0.9 * i:,.2f}", "note": "x" * 40} for i in range(rows)]
-        return len(template.render(rows=data).encode())
-
-    per_row = (render(200) - render(100)) / 100
-    return max(1, round((size - render(0)) / per_row))
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far (/proc/PID/stat, clock ticks)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def slider_ratio(
-    our_port: int, bare_port: int, fragment_size: int, rounds: int, per_round: int, paths: Sequence[str] = ()
+    servers: tuple[Server, Server], fragment_size: int, rounds: int, per_round: int, paths: Sequence[str] = ()
 ) -> dict[str, float]:
     """Ours vs bare, request by request in alternation (ours, bare, ours, …: both see the same
-    moment of this shared machine); `paths` defaults to slider_paths' fresh positions."""
+    moment of this shared machine); `paths` defaults to slider_paths' fresh positions.
+
+    Besides wall times, the CPU time each server process used over the alternating requests:
+    on a loaded machine wall time includes waiting for a core, CPU time does not."""
+    (our_port, our_pid), (bare_port, bare_pid) = servers
     ours: list[float] = []
     bare: list[float] = []
     await timed_gets(our_port, slider_paths(50, RATIO_OFFSET - 50), HTMX_HEADERS)  # warm-up
     paths = list(paths) or slider_paths(rounds * per_round, RATIO_OFFSET)
-    bare_paths = [f"/fragment?util={0.6 + (i % 39) / 100:.2f}" for i in range(rounds * per_round)]
+    bare_paths = [f"/fragment?i={i}" for i in range(rounds * per_round)]
     await timed_gets(bare_port, bare_paths[:50], HTMX_HEADERS)
     our_conn, bare_conn = await Connection.open(our_port), await Connection.open(bare_port)
+    cpu_before = cpu_seconds(our_pid), cpu_seconds(bare_pid)
     for path, bare_path in zip(paths, bare_paths, strict=True):
         t0 = time.perf_counter()
         await our_conn.get(path, HTMX_HEADERS)
@@ -211,6 +220,7 @@ async def slider_ratio(
         t2 = time.perf_counter()
         ours.append((t1 - t0) * 1000)
         bare.append((t2 - t1) * 1000)
+    our_cpu, bare_cpu = (cpu_seconds(pid) - before for pid, before in zip((our_pid, bare_pid), cpu_before, strict=True))
     await our_conn.close()
     await bare_conn.close()
     revisit = await timed_gets(our_port, paths[-per_round:], HTMX_HEADERS)  # seen just before: in the plan cache
@@ -224,6 +234,8 @@ async def slider_ratio(
         "ratio_mean": statistics.fmean(ours) / statistics.fmean(bare),
         "pair_ratio_p50": statistics.median(pairs),
         "n": len(ours), "fragment_bytes": fragment_size,
+        "ours_cpu_ms": our_cpu * 1000 / len(ours), "bare_cpu_ms": bare_cpu * 1000 / len(bare),
+        "cpu_ratio": our_cpu / bare_cpu if bare_cpu > 0 else float("nan"),
     }
 
 
@@ -337,6 +349,8 @@ def report(r: Results) -> str:
         _row("slider round trip, 8 ranks, 1 client: ours p50 / bare p50",
              f"{ratio['ours_p50']:.2f} ms / {ratio['bare_p50']:.2f} ms = **{ratio['ratio_p50']:.2f}x**",
              f"<= {TARGET_RATIO}x", ratio["ratio_p50"] <= TARGET_RATIO),
+        _row("(same, CPU time of each server process per request: what load does not stretch)",
+             f"{ratio['ours_cpu_ms']:.2f} ms / {ratio['bare_cpu_ms']:.2f} ms = {ratio['cpu_ratio']:.2f}x"),
         _row("(same, means; and the median of the request-by-request ratios)",
              f"{ratio['ours_mean']:.2f} ms / {ratio['bare_mean']:.2f} ms = {ratio['ratio_mean']:.2f}x; "
              f"{ratio['pair_ratio_p50']:.2f}x"),
@@ -386,13 +400,16 @@ Command: `.venv/bin/python bench/bench_web.py` (each run rewrites this file).
 | --- | --- | --- | --- |
 {table}
 
-Slider fragment: {ratio["fragment_bytes"]:,.0f} bytes; bare fragment: {r.bare_bytes:,} bytes ({r.bare_rows} rows of a
-plain Jinja loop). {ratio["n"]:.0f} requests each, alternating request by request; every slider request is a different
+Slider fragment: {ratio["fragment_bytes"]:,.0f} bytes; bare fragment: {r.bare_bytes:,} bytes (the same blocks of
+`pages/plan.html`, rendered by the same `Templates` from a context built before the bare server started).
+{ratio["n"]:.0f} requests each, alternating request by request; every slider request is a different
 utilization / prefill-chunk value of `{SLIDER_BASE}`, so the plan cache never hits; the utilization
 moves on every request and the prefill chunk every 70, as when a user drags one slider. Pure sub-results
 keyed by their inputs are reused between requests: the model's KV spec and the estimated rows of one prefill
 chunk. The row below the first shows requests that change both sliders every time. Both servers: uvicorn
-(h11), one worker; requests with `HX-Request: true` and `Accept-Encoding: identity`.
+(h11), one worker, the work on a worker thread (ours: `app.web.cpu.run`; bare: FastAPI's `def` route);
+requests with `HX-Request: true` and `Accept-Encoding: identity`. So the ratio is what computing a tick
+(query, defaults, plan, presentation) and our middleware add to rendering its fragment.
 
 ### Where a slider request's time goes (8 ranks, in process, medians)
 
@@ -400,9 +417,9 @@ chunk. The row below the first shows requests that change both sliders every tim
 | --- | --- |
 {breakdown}
 
-The bare app's whole round trip is the floor both share (uvicorn, h11, FastAPI routing, a thread hop).
-To reach 1.3x the plan recompute, the context and the extra template work together must stay under
-about 0.3 x that floor. The plan cache row above shows the round trip without the recompute.
+The bare app's whole round trip (uvicorn, h11, FastAPI routing, a thread hop, the render) is the floor
+both share. To stay within 1.3x, the query, the plan, the context and our middleware together must
+stay under 0.3 x that floor. The plan cache row above shows the round trip without the recompute.
 
 ### First load, per resource
 
@@ -421,7 +438,6 @@ class Results:
     render_1024: dict[str, float]
     first_load_total: int
     first_load_items: list[tuple[str, int]]
-    bare_rows: int
     bare_bytes: int
     load_before: str
     load_after: str
@@ -455,18 +471,18 @@ def main() -> int:
     bare: subprocess.Popen[bytes] | None = None
     try:
         fragment = asyncio.run(timed_fragment_size(our_port))
-        rows = bare_rows_for(fragment)
-        bare = start([sys.executable, "-c", BARE_APP, str(bare_port), str(rows), BARE_TEMPLATE],
+        bare = start([sys.executable, "-c", BARE_APP, str(bare_port), *slider_paths(BARE_CONTEXTS)],
                      f"http://127.0.0.1:{bare_port}/fragment")
         bare_size = asyncio.run(bare_fragment_size(bare_port))
-        ratio = asyncio.run(slider_ratio(our_port, bare_port, fragment, args.rounds, 100))
-        both = asyncio.run(slider_ratio(our_port, bare_port, fragment, 5, 100, two_slider_paths(500)))
+        servers = (our_port, ours.pid), (bare_port, bare.pid)
+        ratio = asyncio.run(slider_ratio(servers, fragment, args.rounds, 100))
+        both = asyncio.run(slider_ratio(servers, fragment, 5, 100, two_slider_paths(500)))
         # Three runs of 1,200 fresh positions each; the run with the median p99 is reported (this
         # machine is shared, and a tail percentile is what outside load disturbs first).
         runs = [asyncio.run(concurrency_stats(our_port, slider_paths(1200, CONCURRENT_OFFSET + k * 1200), 8))
                 for k in range(3)]
         concurrent = {**sorted(runs, key=lambda run: run["p99"])[1], "p99_runs": [run["p99"] for run in runs]}
-        bare_paths = [f"/fragment?util={0.6 + (i % 39) / 100:.2f}" for i in range(1200)]
+        bare_paths = [f"/fragment?i={i}" for i in range(1200)]
         bare_concurrent = asyncio.run(concurrency_stats(bare_port, bare_paths, 8))
         first_total, items = asyncio.run(first_load_bytes(our_port))
         big_http = asyncio.run(big_page_over_http(our_port, 20))
@@ -476,7 +492,7 @@ def main() -> int:
                 proc.terminate()
                 proc.wait(timeout=10)
     big = {**render_1024_ms(20), "http_p50": big_http}
-    results = Results(ratio, both, concurrent, bare_concurrent, big, first_total, items, rows, bare_size,
+    results = Results(ratio, both, concurrent, bare_concurrent, big, first_total, items, bare_size,
                       load_before, load_average(), breakdown_8_ranks())
     text = report(results)
     print(text)
@@ -494,7 +510,7 @@ async def timed_fragment_size(port: int) -> int:
 
 async def bare_fragment_size(port: int) -> int:
     conn = await Connection.open(port)
-    _, body = await conn.get("/fragment?util=0.9", HTMX_HEADERS)
+    _, body = await conn.get("/fragment?i=0", HTMX_HEADERS)
     await conn.close()
     return len(body)
 

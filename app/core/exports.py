@@ -65,6 +65,16 @@ def _model(pairs: Sequence[tuple[str, FlagValue]], fmt: str) -> str:
                       "with _name_or_path, or model.name)")
 
 
+def missing_model(result: Mapping[str, Any]) -> str | None:
+    """Why no deploy file of this plan can be written (no model to serve), or None: the check
+    every format's writer makes first, without writing any (the plan page only links the files)."""
+    try:
+        _model(pairs_of(result), "a deploy file")
+    except ExportError as exc:
+        return str(exc)
+    return None
+
+
 def _rest(pairs: Sequence[tuple[str, FlagValue]], skip: Mapping[str, str] | None = None) -> list[tuple[str, FlagValue]]:
     return [(f, v) for f, v in pairs if f != MODEL_FLAG and (skip is None or f not in skip)]
 

@@ -142,3 +142,13 @@ def test_compare_link_pins_the_opened_plan_against_the_moved_one(page: Any) -> N
     assert page.input_value("#cmp-a") == PLAN
     assert page.input_value("#cmp-b") == PLAN + "&util=0.91"
     assert page.locator("#compare-results tr[data-key='tokens']").count() == 1
+
+
+def test_deploy_copy_blocks_load_their_file_when_opened(page: Any) -> None:
+    _open_plan(page, PLAN)
+    assert "model:" not in page.inner_text("#vllm-config-text")  # nothing written until asked for
+    page.click("#deploy-exports details:has(#vllm-config-text) summary")
+    page.wait_for_function("() => document.querySelector('#vllm-config-text').textContent.startsWith('model:')")
+    assert "tensor-parallel-size: 4" in page.inner_text("#vllm-config-text")
+    page.click("#deploy-exports details:has(#kserve-text) summary")
+    page.wait_for_function("() => document.querySelector('#kserve-text').textContent.includes('InferenceService')")

@@ -44,7 +44,10 @@ def test_plan_page_links_every_format_and_each_download_parses(client: TestClien
     links = [u.replace("&amp;", "&") for u in re.findall(r'href="(/plan/export/[^"]+)"', text)]
     assert [u.split("?")[0].rsplit("/", 1)[1] for u in links] == [
         "serve", "vllm-config", "kserve", "production-stack", "llm-d", "csv"]
-    assert 'id="vllm-config-text"' in text and 'data-copy="vllm-config-text"' in text
+    for fmt in ("vllm-config", "kserve", "production-stack", "llm-d"):  # a copy block each, loaded when opened
+        assert f'id="{fmt}-text"' in text and f'data-copy="{fmt}-text"' in text, fmt
+        assert re.search(rf'<details hx-get="/plan/export/{fmt}\?[^"]+" hx-trigger="toggle once"', text), fmt
+    assert "servingEngineSpec" not in text and "apiVersion" not in text  # no deploy file is written per page
     bodies = {}
     for url in links:
         response = client.get(url)
@@ -54,6 +57,16 @@ def test_plan_page_links_every_format_and_each_download_parses(client: TestClien
     for fmt in ("vllm-config", "kserve", "production-stack", "llm-d"):
         assert isinstance(yaml.safe_load(bodies[fmt]), dict), fmt
     assert bodies["csv"].splitlines()[0].startswith("rank,total_bytes") and len(bodies["csv"].splitlines()) == 5
+
+
+def test_plan_without_a_model_says_why_and_links_the_ledger(client: TestClient) -> None:
+    doc = {"model": {"kv_bytes_per_token": 131072}, "ranks": [{"kv_room": "40 GiB"}], "engine": {"max_model_len": 8192}}
+    stored = client.post("/api/v1/plan", json=doc)
+    assert stored.status_code == 200
+    page = client.get(stored.json()["url"])
+    links = re.findall(r'href="(/plan/export/[^"]+)"', page.text)
+    assert [u.split("?")[0].rsplit("/", 1)[1] for u in links] == ["csv"]
+    assert "needs the model to serve" in page.text and 'hx-trigger="toggle once"' not in page.text
 
 
 def test_api_export_takes_the_plan_document(client: TestClient) -> None:

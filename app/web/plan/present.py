@@ -17,7 +17,7 @@ from urllib.parse import quote_plus
 from app.core import admission as core_admission
 from app.core import kvrank, kvspec
 from app.core import ledger as core_ledger
-from app.core.exports import FORMATS, ExportError, export
+from app.core.exports import FORMATS, missing_model
 from app.core.kvspec import KV_CACHE_DTYPES
 from app.services import plan_query, plans
 from app.web import querystring
@@ -332,16 +332,18 @@ EXPORT_LABELS = {
     "production-stack": "production-stack Helm values", "llm-d": "llm-d model-service values",
     "csv": "per-rank ledger (CSV)",
 }
+#: Formats with a copy block on the plan page ("Deploy with" shows the serve command already).
+COPY_FORMATS = ("vllm-config", "kserve", "production-stack", "llm-d")
 
 
 def deploy_exports(result: Mapping[str, Any], query: str) -> dict[str, Any]:
-    """Download links for every deploy format and the texts of the two copy blocks (none without a model)."""
+    """Download links for every deploy format and the copy blocks, by URL only: a copy block loads
+    its text from the same download route when it is opened, so a slider tick writes no file."""
     links = [{"format": f, "label": EXPORT_LABELS[f], "url": f"/plan/export/{f}{query}"} for f in FORMATS]
-    try:  # only the YAML has a copy block here ("Deploy with" shows the command): one export per tick
-        copies = {"vllm_config": export(result, "vllm-config").text}
-    except ExportError as exc:
-        return {"links": [link for link in links if link["format"] == "csv"], "copies": None, "why": str(exc)}
-    return {"links": links, "copies": copies, "why": None}
+    why = missing_model(result)
+    if why is not None:
+        return {"links": [link for link in links if link["format"] == "csv"], "copies": [], "why": why}
+    return {"links": links, "copies": [link for link in links if link["format"] in COPY_FORMATS], "why": None}
 
 
 def _estimated_base(base_doc: Mapping[str, Any] | None) -> bool:

@@ -84,8 +84,10 @@ def saved_exports(exports: Mapping[str, Any] | None, slug: str) -> dict[str, Any
     (`/p/{slug}/export/{format}`), not from today's recomputation of the what-if."""
     if not exports:
         return None
-    links = [{**link, "url": f"/p/{slug}/export/{link['format']}"} for link in exports.get("links", [])]
-    return {**exports, "links": links}
+    def saved(links: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        return [{**link, "url": f"/p/{slug}/export/{link['format']}"} for link in links]
+
+    return {**exports, "links": saved(exports.get("links", [])), "copies": saved(exports.get("copies", []))}
 
 
 # ---------------------------------------------------------------- deployments and history
