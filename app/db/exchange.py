@@ -16,28 +16,25 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload, undefer
 
 from app.core.audit import ROW_FIELDS, LedgerRow
+from app.db import records as rec
 from app.db.models import Ledger
+from app.db.records import InvalidInput
 from app.db.repository import (
     DEFAULT_MAX_SOURCE_LOG_BYTES,
     EXPORT_FORMAT,
     EXPORT_VERSION,
     DeploymentRecord,
-    InvalidInput,
     LedgerIn,
-    _count,
-    _deployment_row,
-    _evidence,
-    _text,
-    _utc,
     add_ledger,
     create_deployment,
+    deployment_row,
 )
 
 
 def export_deployment(session: Session, slug: str) -> dict[str, Any]:
     """A deployment and all its ledgers (ranks, evidence, source logs) as one JSON-able dict,
     oldest ledger first. Ids are left out: they belong to one database."""
-    deployment = _deployment_row(session, slug)
+    deployment = deployment_row(session, slug)
     rows = session.scalars(
         select(Ledger)
         .where(Ledger.deployment_id == deployment.id)
@@ -53,14 +50,14 @@ def export_deployment(session: Session, slug: str) -> dict[str, Any]:
             "model": deployment.model,
             "layout": deployment.layout,
             "hardware": deployment.hardware,
-            "created_at": _utc(deployment.created_at).isoformat(),
+            "created_at": rec.utc(deployment.created_at).isoformat(),
         },
         "ledgers": [
             {
-                "created_at": _utc(row.created_at).isoformat(),
+                "created_at": rec.utc(row.created_at).isoformat(),
                 "captured_at": row.captured_at.isoformat() if row.captured_at is not None else None,
                 "note": row.note,
-                "evidence": _evidence(row),
+                "evidence": rec.evidence_of(row),
                 "source_log": {
                     "text": row.source_log,
                     "original_bytes": row.source_log_bytes,
@@ -83,7 +80,7 @@ def _field(data: Mapping[str, Any], key: str, where: str) -> Any:
 
 def _datetime(value: object, where: str) -> dt.datetime:
     try:
-        return _utc(dt.datetime.fromisoformat(_text(where, value)))
+        return rec.utc(dt.datetime.fromisoformat(rec.text(where, value)))
     except ValueError:
         raise InvalidInput(f"{where} {value!r} is not an ISO date-time") from None
 
@@ -109,7 +106,7 @@ def _import_ledger(data: Mapping[str, Any], where: str) -> tuple[LedgerIn, dt.da
     original = _field(log, "original_bytes", f"{where}.source_log")
     truncated = _field(log, "truncated", f"{where}.source_log")
     if original is not None:
-        _count(f"{where}.source_log.original_bytes", original)
+        rec.count(f"{where}.source_log.original_bytes", original)
     if not isinstance(truncated, bool):
         raise InvalidInput(f"{where}.source_log.truncated must be true or false")
     ledger = LedgerIn(

@@ -1,8 +1,10 @@
 """SQLAlchemy 2 typed models. The Alembic migrations own the schema; these must match them
 (a test runs ``alembic check``).
 
-Ledgers and saved plans are append-only: the repository offers no update, and the
-migrations add a trigger that refuses UPDATE on ``ledger``, ``ledger_rank`` and ``saved_plan``.
+Ledgers and saved plans are append-only: the repository offers no update or delete, and the
+migrations add triggers that refuse UPDATE (0003), DELETE and SQLite's INSERT OR REPLACE (0005)
+on ``ledger``, ``ledger_rank`` and ``saved_plan``. Each plan and ledger carries a content hash
+(``app.db.records``) every read verifies.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -70,6 +73,8 @@ class Ledger(Base):
     __table_args__ = (Index("ix_ledger_deployment_id_created_at", "deployment_id", "created_at", "id"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    # The ledger's address (/l/{slug}): 128 random bits. NULL only on rows written around KV Ledger.
+    slug: Mapped[str | None] = mapped_column(String(32), index=True, unique=True)
     deployment_id: Mapped[int] = mapped_column(ForeignKey("deployment.id"))
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     captured_at: Mapped[dt.date | None] = mapped_column(Date)
@@ -99,6 +104,8 @@ class Ledger(Base):
     source_log: Mapped[str | None] = mapped_column(Text, deferred=True)
     source_log_bytes: Mapped[int | None] = mapped_column(BigInteger)
     source_log_truncated: Mapped[bool] = mapped_column(Boolean, default=False)
+    source_log_sha256: Mapped[str | None] = mapped_column(String(64))
+    content_hash: Mapped[str | None] = mapped_column(String(64))
 
     deployment: Mapped[Deployment] = relationship(back_populates="ledgers")
     ranks: Mapped[list[LedgerRank]] = relationship(
@@ -147,6 +154,9 @@ class SavedPlan(Base):
     summary: Mapped[Any] = mapped_column(JSON)
     core_version: Mapped[str] = mapped_column(String(50))
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    # Shown in the /p list only when the saver asked for it (default: unlisted).
+    listed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    content_hash: Mapped[str | None] = mapped_column(String(64))
 
 
 class BaseDocument(Base):

@@ -12,8 +12,6 @@ message naming what is wrong.
 from __future__ import annotations
 
 import datetime as dt
-import json
-import re
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,56 +22,24 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload, undefer
 
 from app.core.audit import ROW_FIELDS, EvidenceValue, LedgerRow, LedgerSnapshot
+from app.db import records as rec
 from app.db.models import BaseDocument, Deployment, Ledger, LedgerRank, SavedPlan, utcnow
+from app.db.records import CHANGED_OUTSIDE as CHANGED_OUTSIDE
+from app.db.records import EVIDENCE_KEYS as EVIDENCE_KEYS
+from app.db.records import MAX_BIGINT as MAX_BIGINT
+from app.db.records import SLUG_RE as SLUG_RE
+from app.db.records import Conflict as Conflict
+from app.db.records import InvalidInput as InvalidInput
+from app.db.records import NotFound as NotFound
+from app.db.records import RepositoryError as RepositoryError
+from app.db.records import cap_source_log as cap_source_log
+from app.db.records import validate_evidence as validate_evidence
 
 DEFAULT_MAX_SOURCE_LOG_BYTES = 2 * 1024 * 1024
 EXPORT_FORMAT = "kvledger.deployment"
 EXPORT_VERSION = 1
-MAX_BIGINT = 2**63 - 1
-MAX_INT = 2**31 - 1
-SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
 PLAN_SLUG_BYTES = 16  # 128 bits of randomness from secrets.token_urlsafe
-
-# Evidence keys, their Python type, and a length limit (strings) or upper bound (ints).
-EVIDENCE_TYPES: dict[str, tuple[type, int]] = {
-    "vllm_version": (str, 100),
-    "vllm_commit": (str, 100),
-    "model_id": (str, 300),
-    "model_revision": (str, 100),
-    "config_sha256": (str, 64),
-    "quantization": (str, 100),
-    "kv_cache_dtype": (str, 50),
-    "block_size": (int, MAX_INT),
-    "tp": (int, MAX_INT),
-    "pp": (int, MAX_INT),
-    "dp": (int, MAX_INT),
-    "ep": (int, MAX_INT),
-    "gpu_type": (str, 200),
-    "driver_version": (str, 100),
-    "cuda_version": (str, 100),
-    "torch_version": (str, 100),
-    "graph_mode": (str, 100),
-    "max_num_batched_tokens": (int, MAX_INT),
-    "gpu_memory_utilization": (float, 1),
-    "kv_cache_memory_bytes": (int, MAX_BIGINT),
-}
-EVIDENCE_KEYS = tuple(EVIDENCE_TYPES)
-
-
-class RepositoryError(Exception):
-    """Base of the storage layer's domain errors."""
-
-
-class NotFound(RepositoryError):
-    pass
-
-
-class Conflict(RepositoryError):
-    pass
-
-
-class InvalidInput(RepositoryError):
-    pass
+LEDGER_SLUG_BYTES = 16
 
 
 @dataclass(frozen=True)
@@ -100,7 +66,8 @@ class LedgerIn:
 
 @dataclass(frozen=True)
 class LedgerSummary:
-    """A ledger without its source log (what the history list shows)."""
+    """A ledger without its source log (what the history list shows). `intact` is False when its
+    content hash does not match (changed outside KV Ledger; see `app.db.records`)."""
 
     id: int
     deployment_slug: str
@@ -111,6 +78,8 @@ class LedgerSummary:
     ranks: tuple[LedgerRow, ...]
     source_log_bytes: int | None
     source_log_truncated: bool
+    slug: str | None = field(default=None, kw_only=True)
+    intact: bool = field(default=False, kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -125,6 +94,8 @@ class PlanSummary:
     title: str
     core_version: str
     created_at: dt.datetime
+    listed: bool = field(default=False, kw_only=True)
+    intact: bool = field(default=False, kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -136,130 +107,44 @@ class PlanRecord(PlanSummary):
 # ---------------------------------------------------------------- validation helpers
 
 
-def _utc(value: dt.datetime) -> dt.datetime:
-    """Stored datetimes are UTC; SQLite hands them back naive."""
-    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
-
-
-def _text(what: str, value: object, max_chars: int | None = None) -> str:
-    if not isinstance(value, str):
-        raise InvalidInput(f"{what} must be text, got {type(value).__name__}")
-    if "\x00" in value:
-        raise InvalidInput(f"{what} contains a NUL character, which cannot be stored")
-    if max_chars is not None and len(value) > max_chars:
-        raise InvalidInput(f"{what} is {len(value)} characters long; at most {max_chars} are allowed")
-    return value
-
-
-def _count(what: str, value: object, upper: int = MAX_BIGINT) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInput(f"{what} must be a whole number, got {value!r}")
-    if not 0 <= value <= upper:
-        raise InvalidInput(f"{what} = {value} is outside 0..{upper}")
-    return value
-
-
-def _slug(what: str, value: object) -> str:
-    text = _text(what, value)
-    if not SLUG_RE.match(text):
-        raise InvalidInput(
-            f"{what} {text!r} must be 1-100 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit"
-        )
-    return text
-
-
-def _json_value(what: str, value: object) -> Any:
-    try:
-        return json.loads(json.dumps(value, allow_nan=False))
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"{what} is not plain JSON: {exc}") from None
-
-
-def validate_evidence(evidence: Mapping[str, object]) -> dict[str, EvidenceValue]:
-    """Known keys only, each of its type; None means unknown."""
-    if not isinstance(evidence, Mapping):
-        raise InvalidInput(f"evidence must be an object of key → value, got {type(evidence).__name__}")
-    clean: dict[str, EvidenceValue] = {}
-    for key, value in evidence.items():
-        if key not in EVIDENCE_TYPES:
-            raise InvalidInput(f"unknown evidence key {key!r}; known keys: {', '.join(EVIDENCE_KEYS)}")
-        kind, limit = EVIDENCE_TYPES[key]
-        if value is None:
-            clean[key] = None
-        elif kind is str:
-            clean[key] = _text(f"evidence {key}", value, limit)
-        elif kind is int:
-            clean[key] = _count(f"evidence {key}", value, limit)
-        elif isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= limit:
-            raise InvalidInput(f"evidence {key} must be a number in (0, {limit}], got {value!r}")
-        else:
-            clean[key] = float(value)
-    return clean
-
-
-def _validate_ranks(ranks: Sequence[object]) -> list[LedgerRow]:
-    if not ranks:
-        raise InvalidInput("a ledger needs at least one rank")
-    seen: set[str] = set()
-    for row in ranks:
-        if not isinstance(row, LedgerRow):
-            raise InvalidInput(f"ledger ranks must be LedgerRow, got {type(row).__name__}")
-        _text("rank label", row.rank, 100)
-        if not row.rank:
-            raise InvalidInput("rank label must not be empty")
-        if row.rank in seen:
-            raise InvalidInput(f"rank {row.rank!r} appears twice in one ledger")
-        seen.add(row.rank)
-        for name in ROW_FIELDS:
-            value = row.value(name)
-            if value is not None:
-                _count(f"rank {row.rank} {name}", value)
-    return list(ranks)  # type: ignore[arg-type]
-
-
-def cap_source_log(text: str, max_bytes: int) -> tuple[str, int, bool]:
-    """(stored text, original size in UTF-8 bytes, truncated?). Over the cap, the head and the
-    tail are kept and a marker line in between says how many bytes were left out; the stored
-    text is at most ``max_bytes`` UTF-8 bytes."""
-    data = text.encode("utf-8")
-    size = len(data)
-    if size <= max_bytes:
-        return text, size, False
-    template = "\n[kvledger: {} bytes of this {}-byte log omitted here]\n"
-    budget = max(0, max_bytes - len(template.format(size, size).encode("utf-8")))
-    head = data[: budget // 2].decode("utf-8", "ignore")
-    tail = data[size - (budget - budget // 2) :].decode("utf-8", "ignore") if budget else ""
-    omitted = size - len(head.encode("utf-8")) - len(tail.encode("utf-8"))
-    return head + template.format(omitted, size) + tail, size, True
-
-
 # ---------------------------------------------------------------- converters
 
 
 def _deployment_record(row: Deployment) -> DeploymentRecord:
-    return DeploymentRecord(row.id, row.slug, row.name, row.model, row.layout, row.hardware, _utc(row.created_at))
+    return DeploymentRecord(row.id, row.slug, row.name, row.model, row.layout, row.hardware, rec.utc(row.created_at))
 
 
 def _rank_row(row: LedgerRank | Any) -> LedgerRow:
     return LedgerRow(row.rank, *(getattr(row, name) for name in ROW_FIELDS))
 
 
-def _evidence(row: Ledger | Any) -> dict[str, EvidenceValue]:
-    return {key: getattr(row, key) for key in EVIDENCE_KEYS}
+def _rank_content(row: LedgerRank | Any) -> dict[str, Any]:
+    """What a rank row contributes to its ledger's content hash."""
+    return {"rank": row.rank, "ordinal": row.ordinal, **{name: getattr(row, name) for name in ROW_FIELDS}}
+
+
+def _ledger_intact(row: Ledger | Any, slug: str, ranks: Sequence[LedgerRank | Any]) -> bool:
+    try:
+        expected = rec.ledger_hash(row, slug, [_rank_content(r) for r in ranks])
+    except (TypeError, ValueError):  # a value no KV Ledger write produces (NaN, a non-JSON type)
+        return False
+    return row.content_hash is not None and expected == row.content_hash
 
 
 def _summary_fields(row: Ledger | Any, slug: str, ranks: Sequence[LedgerRank | Any]) -> dict[str, Any]:
     """Fields of a LedgerSummary from an ORM ledger or a column row with the same names."""
     return {
         "id": row.id,
+        "slug": row.slug,
         "deployment_slug": slug,
-        "created_at": _utc(row.created_at),
+        "created_at": rec.utc(row.created_at),
         "captured_at": row.captured_at,
         "note": row.note,
-        "evidence": _evidence(row),
+        "evidence": rec.evidence_of(row),
         "ranks": tuple(_rank_row(r) for r in ranks),
         "source_log_bytes": row.source_log_bytes,
         "source_log_truncated": row.source_log_truncated,
+        "intact": _ledger_intact(row, slug, ranks),
     }
 
 
@@ -269,14 +154,22 @@ def to_snapshot(ledger: LedgerSummary) -> LedgerSnapshot:
     return LedgerSnapshot(ledger.ranks, dict(ledger.evidence), label)
 
 
+def _plan_intact(row: SavedPlan, parent_slug: str | None) -> bool:
+    try:
+        return row.content_hash is not None and rec.plan_hash(row, parent_slug) == row.content_hash
+    except (TypeError, ValueError):  # a value no KV Ledger write produces (NaN, a non-JSON type)
+        return False
+
+
 def _plan_summary(row: SavedPlan, parent_slug: str | None) -> PlanSummary:
-    return PlanSummary(row.slug, parent_slug, row.title, row.core_version, _utc(row.created_at))
+    return PlanSummary(row.slug, parent_slug, row.title, row.core_version, rec.utc(row.created_at),
+                       listed=bool(row.listed), intact=_plan_intact(row, parent_slug))
 
 
 # ---------------------------------------------------------------- deployments
 
 
-def _deployment_row(session: Session, slug: str) -> Deployment:
+def deployment_row(session: Session, slug: str) -> Deployment:
     row = session.scalars(select(Deployment).where(Deployment.slug == slug)).one_or_none()
     if row is None:
         raise NotFound(f"no deployment with slug {slug!r}")
@@ -294,12 +187,12 @@ def create_deployment(
     created_at: dt.datetime | None = None,
 ) -> DeploymentRecord:
     row = Deployment(
-        slug=_slug("deployment slug", slug),
-        name=_text("deployment name", name, 200),
-        model=_text("deployment model", model, 300),
-        layout=_text("deployment layout", layout),
-        hardware=_text("deployment hardware", hardware),
-        created_at=_utc(created_at) if created_at is not None else utcnow(),
+        slug=rec.slug("deployment slug", slug),
+        name=rec.text("deployment name", name, 200),
+        model=rec.text("deployment model", model, 300),
+        layout=rec.text("deployment layout", layout),
+        hardware=rec.text("deployment hardware", hardware),
+        created_at=rec.utc(created_at) if created_at is not None else utcnow(),
     )
     if session.scalar(select(Deployment.id).where(Deployment.slug == slug)) is not None:
         raise Conflict(f"a deployment with slug {slug!r} already exists")
@@ -312,7 +205,7 @@ def create_deployment(
 
 
 def get_deployment(session: Session, slug: str) -> DeploymentRecord:
-    return _deployment_record(_deployment_row(session, slug))
+    return _deployment_record(deployment_row(session, slug))
 
 
 def list_deployments(session: Session) -> list[DeploymentRecord]:
@@ -336,30 +229,33 @@ def add_ledger(
     ``max_source_log_bytes`` (head and tail kept). ``source_log_meta`` (original size,
     truncated) is for imports of logs that were already capped."""
     evidence = validate_evidence(ledger.evidence)
-    ranks = _validate_ranks(ledger.ranks)
-    note = _text("ledger note", ledger.note)
+    ranks = rec.validate_ranks(ledger.ranks)
+    note = rec.text("ledger note", ledger.note)
     if ledger.captured_at is not None and not isinstance(ledger.captured_at, dt.date):
         raise InvalidInput(f"captured_at must be a date, got {ledger.captured_at!r}")
     log, log_bytes, truncated = None, None, False
     if ledger.source_log is not None:
-        log, log_bytes, truncated = cap_source_log(_text("source log", ledger.source_log), max_source_log_bytes)
+        log, log_bytes, truncated = cap_source_log(rec.text("source log", ledger.source_log), max_source_log_bytes)
         if source_log_meta is not None:
             log_bytes = max(log_bytes, source_log_meta[0] or 0)
             truncated = truncated or source_log_meta[1]
-    deployment = _deployment_row(session, deployment_slug)
+    deployment = deployment_row(session, deployment_slug)
     row = Ledger(
         deployment_id=deployment.id,
-        created_at=_utc(created_at) if created_at is not None else utcnow(),
+        created_at=rec.utc(created_at) if created_at is not None else utcnow(),
         captured_at=ledger.captured_at,
         note=note,
         source_log=log,
         source_log_bytes=log_bytes,
         source_log_truncated=truncated,
+        source_log_sha256=rec.sha256_text(log),
+        slug=new_ledger_slug(),
         **evidence,
     )
     row.ranks = [
         LedgerRank(rank=r.rank, ordinal=i, **{name: r.value(name) for name in ROW_FIELDS}) for i, r in enumerate(ranks)
     ]
+    row.content_hash = rec.ledger_hash(row, deployment.slug, [_rank_content(r) for r in row.ranks])
     session.add(row)
     session.flush()
     return row.id
@@ -367,6 +263,9 @@ def add_ledger(
 
 _LEDGER_LIST_COLUMNS = [
     Ledger.id,
+    Ledger.slug,
+    Ledger.content_hash,
+    Ledger.source_log_sha256,
     Ledger.created_at,
     Ledger.captured_at,
     Ledger.note,
@@ -374,20 +273,21 @@ _LEDGER_LIST_COLUMNS = [
     Ledger.source_log_truncated,
     *(getattr(Ledger, key) for key in EVIDENCE_KEYS),
 ]
-_RANK_COLUMNS = [LedgerRank.ledger_id, LedgerRank.rank, *(getattr(LedgerRank, name) for name in ROW_FIELDS)]
+_RANK_COLUMNS = [LedgerRank.ledger_id, LedgerRank.rank, LedgerRank.ordinal,
+                 *(getattr(LedgerRank, name) for name in ROW_FIELDS)]
 
 
 def count_ledgers(session: Session, deployment_slug: str) -> int:
-    deployment = _deployment_row(session, deployment_slug)
+    deployment = deployment_row(session, deployment_slug)
     return session.scalar(select(func.count(Ledger.id)).where(Ledger.deployment_id == deployment.id)) or 0
 
 
 def list_ledgers(session: Session, deployment_slug: str, limit: int = 50, offset: int = 0) -> list[LedgerSummary]:
     """One page of a deployment's history, newest first, with ranks and evidence but without
     source logs (two indexed queries)."""
-    _count("limit", limit, 1000)
-    _count("offset", offset)
-    deployment = _deployment_row(session, deployment_slug)
+    rec.count("limit", limit, 1000)
+    rec.count("offset", offset)
+    deployment = deployment_row(session, deployment_slug)
     # Plain column rows, not ORM objects: a page is built fast and leaves little garbage.
     rows = session.execute(
         select(*_LEDGER_LIST_COLUMNS)
@@ -417,7 +317,26 @@ def get_ledger(session: Session, ledger_id: int, *, with_source_log: bool = True
     if row is None:
         raise NotFound(f"no ledger with id {ledger_id}")
     log = row.source_log if with_source_log else None
-    return LedgerRecord(**_summary_fields(row, row.deployment.slug, row.ranks), source_log=log)
+    fields = _summary_fields(row, row.deployment.slug, row.ranks)
+    if with_source_log and rec.sha256_text(log) != row.source_log_sha256:
+        fields["intact"] = False
+    return LedgerRecord(**fields, source_log=log)
+
+
+def new_ledger_slug() -> str:
+    """128 random bits, never all digits (an all-digit path is a retired numeric ledger address)."""
+    while True:
+        slug = secrets.token_urlsafe(LEDGER_SLUG_BYTES)
+        if not slug.isdigit():
+            return slug
+
+
+def ledger_id_for_slug(session: Session, slug: str) -> int:
+    """The id of the ledger addressed by `slug` (NotFound when none is)."""
+    found: int | None = session.scalar(select(Ledger.id).where(Ledger.slug == slug))
+    if found is None:
+        raise NotFound(f"no ledger with address {slug[:40]!r}")
+    return found
 
 
 # ---------------------------------------------------------------- saved plans
@@ -441,22 +360,27 @@ def save_plan(
     core_version: str,
     title: str = "",
     parent_slug: str | None = None,
+    *,
+    listed: bool = False,
 ) -> str:
-    """Store a new, immutable plan version; return its unguessable slug."""
+    """Store a new, immutable plan version (in the /p list only if `listed`); return its
+    unguessable slug."""
     if not isinstance(document, Mapping):
         raise InvalidInput(f"a plan document must be a JSON object, got {type(document).__name__}")
-    doc = _json_value("plan document", dict(document))
-    result = _json_value("plan summary", summary)
+    doc = rec.json_value("plan document", dict(document))
+    result = rec.json_value("plan summary", summary)
     parent_id = _plan_row(session, parent_slug).id if parent_slug is not None else None
     row = SavedPlan(
         slug=new_plan_slug(),
         parent_id=parent_id,
-        title=_text("plan title", title, 300),
+        title=rec.text("plan title", title, 300),
         document=doc,
         summary=result,
-        core_version=_text("core version", core_version, 50),
+        core_version=rec.text("core version", core_version, 50),
         created_at=utcnow(),
+        listed=bool(listed),
     )
+    row.content_hash = rec.plan_hash(row, parent_slug)
     session.add(row)
     session.flush()
     return row.slug
@@ -469,16 +393,30 @@ def get_plan(session: Session, slug: str) -> PlanRecord:
     return PlanRecord(**vars(base), document=row.document, summary=row.summary)
 
 
-def list_recent_plans(session: Session, limit: int = 20) -> list[PlanSummary]:
-    _count("limit", limit, 1000)
+def list_listed_plans(session: Session, limit: int = 20) -> list[PlanSummary]:
+    """The newest plans their savers chose to list, newest first."""
+    rec.count("limit", limit, 1000)
     parent = SavedPlan.__table__.alias("parent")
     rows = session.execute(
         select(SavedPlan, parent.c.slug)
         .outerjoin(parent, parent.c.id == SavedPlan.parent_id)
+        .where(SavedPlan.listed.is_(True))
         .order_by(SavedPlan.created_at.desc(), SavedPlan.id.desc())
         .limit(limit)
     ).all()
     return [_plan_summary(plan, parent_slug) for plan, parent_slug in rows]
+
+
+def plan_children(session: Session, slug: str, limit: int = 20) -> list[PlanSummary]:
+    """Newer versions made from this plan (its direct children), newest first (one indexed
+    query on ``saved_plan.parent_id``)."""
+    rec.count("limit", limit, 1000)
+    parent = select(SavedPlan.id).where(SavedPlan.slug == slug).scalar_subquery()
+    rows = session.scalars(
+        select(SavedPlan).where(SavedPlan.parent_id == parent)
+        .order_by(SavedPlan.created_at.desc(), SavedPlan.id.desc()).limit(limit)
+    ).all()
+    return [_plan_summary(row, slug) for row in rows]
 
 
 def plan_versions(session: Session, slug: str) -> list[PlanSummary]:
@@ -496,8 +434,8 @@ def plan_versions(session: Session, slug: str) -> list[PlanSummary]:
 def put_base_document(session: Session, base_id: str, document: Mapping[str, Any]) -> None:
     """Store a content-addressed base document (a no-op when that id is already stored)."""
     if session.get(BaseDocument, base_id) is None:
-        document_json = _json_value("document", dict(document))
-        session.add(BaseDocument(id=_text("base document id", base_id, 32), document=document_json))
+        document_json = rec.json_value("document", dict(document))
+        session.add(BaseDocument(id=rec.text("base document id", base_id, 32), document=document_json))
 
 
 def get_base_document(session: Session, base_id: str) -> dict[str, Any] | None:

@@ -103,9 +103,11 @@ def seed_demo(settings: Settings) -> bool:
         repo.create_deployment(session, d.slug, d.name, d.model, d.layout, d.hardware, created_at=d.created_at)
         for ledger, created in ledgers:
             repo.add_ledger(session, d.slug, ledger, created_at=created)
-        first = repo.save_plan(session, computed[0][0], computed[0][1], CORE_VERSION, LLAMA_TP4["title"])
-        repo.save_plan(session, computed[1][0], computed[1][1], CORE_VERSION, LLAMA_TP4_085["title"], parent_slug=first)
-        repo.save_plan(session, computed[2][0], computed[2][1], CORE_VERSION, QWEN_FP8["title"])
+        # The demo plans are listed (shown on /p); a plan someone saves is unlisted unless they ask.
+        first = repo.save_plan(session, computed[0][0], computed[0][1], CORE_VERSION, LLAMA_TP4["title"], listed=True)
+        repo.save_plan(session, computed[1][0], computed[1][1], CORE_VERSION, LLAMA_TP4_085["title"],
+                       parent_slug=first, listed=True)
+        repo.save_plan(session, computed[2][0], computed[2][1], CORE_VERSION, QWEN_FP8["title"], listed=True)
         return True
 
     try:

@@ -181,6 +181,7 @@ def ledger_json(ledger: repo.LedgerSummary) -> JSON:
         "min_kv_tokens": min_tokens(ledger),
         "source_log_bytes": ledger.source_log_bytes,
         "source_log_truncated": ledger.source_log_truncated,
+        "integrity": {"intact": ledger.intact, "message": None if ledger.intact else repo.CHANGED_OUTSIDE},
     }
     if isinstance(ledger, repo.LedgerRecord):
         out["source_log"] = ledger.source_log

@@ -18,20 +18,17 @@ No HTTP in this module: errors are `InputError` (bad input, with a field) or the
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app import __version__ as CORE_VERSION
 from app.core.errors import InputError
 from app.db import repository as repo
-from app.db.models import SavedPlan
 from app.db.session import run_write
 from app.services import plans
 
@@ -77,10 +74,12 @@ def _computed_from_stored_form(doc: Mapping[str, Any]) -> tuple[JSON, JSON]:
 
 
 def save_document(
-    factory: sessionmaker[Session], doc: object, title: str = "", parent_slug: str | None = None
+    factory: sessionmaker[Session], doc: object, title: str = "", parent_slug: str | None = None,
+    *, listed: bool = False,
 ) -> Saved:
-    """Validate and compute `doc`, then store it as a new immutable version; InputError when
-    the document is invalid, NotFound when `parent_slug` names no saved plan."""
+    """Validate and compute `doc`, then store it as a new immutable version (in the /p list only
+    if `listed`); InputError when the document is invalid, NotFound when `parent_slug` names no
+    saved plan."""
     if not isinstance(doc, Mapping):
         raise InputError("", "a plan document must be a JSON object")
     if "\x00" in title:
@@ -93,7 +92,7 @@ def save_document(
         if parent and not (isinstance(given, str) and given.strip()):
             given = repo.get_plan(session, parent).title  # a new version keeps its plan's title
         name = plan_title(doc, result, given if isinstance(given, str) else "")
-        return repo.save_plan(session, stored, result, CORE_VERSION, name, parent or None)
+        return repo.save_plan(session, stored, result, CORE_VERSION, name, parent or None, listed=listed)
 
     try:
         slug = run_write(factory, work)
@@ -213,12 +212,15 @@ def _difference_words(diff: Difference) -> str:
     return text
 
 
-def explain(saved_core: str, diffs: Sequence[Difference]) -> tuple[str, ...]:
-    """Plain words for why today's numbers differ from the saved ones."""
+def explain(saved_core: str, diffs: Sequence[Difference], intact: bool = True) -> tuple[str, ...]:
+    """Plain words for why today's numbers differ from the saved ones (a record whose content
+    hash does not match is blamed on the change outside KV Ledger, not on the catalogue)."""
     if not diffs:
         return ()
     words = []
-    if saved_core != CORE_VERSION:
+    if not intact:
+        words.append(f"{repo.CHANGED_OUTSIDE}: its stored content no longer matches the hash saved with it")
+    elif saved_core != CORE_VERSION:
         words.append(f"this plan was computed by core {saved_core}; today's core is {CORE_VERSION}")
     else:
         words.append(f"same core version ({CORE_VERSION}), but its inputs (catalogue or defaults) changed")
@@ -240,7 +242,7 @@ def recompute(record: repo.PlanRecord) -> Recomputed:
         return Recomputed(CORE_VERSION, None, f"today's core cannot compute this plan: {exc.message} ({exc.field})")
     saved = record.summary if isinstance(record.summary, Mapping) else {}
     diffs = differences(saved, today)
-    return Recomputed(CORE_VERSION, today, None, diffs, explain(record.core_version, diffs))
+    return Recomputed(CORE_VERSION, today, None, diffs, explain(record.core_version, diffs, record.intact))
 
 
 def open_plan(session: Session, slug: str) -> OpenedPlan:
@@ -251,21 +253,13 @@ def open_plan(session: Session, slug: str) -> OpenedPlan:
 
 
 def children(session: Session, slug: str, limit: int = 20) -> list[repo.PlanSummary]:
-    """Newer versions made from this plan (its direct children), newest first (one indexed query
-    on ``saved_plan.parent_id``)."""
-    parent = select(SavedPlan.id).where(SavedPlan.slug == slug).scalar_subquery()
-    rows = session.execute(
-        select(SavedPlan.slug, SavedPlan.title, SavedPlan.core_version, SavedPlan.created_at)
-        .where(SavedPlan.parent_id == parent)
-        .order_by(SavedPlan.created_at.desc(), SavedPlan.id.desc())
-        .limit(limit)
-    ).all()
-    return [repo.PlanSummary(r.slug, slug, r.title, r.core_version, _utc(r.created_at)) for r in rows]
+    """Newer versions made from this plan (its direct children), newest first."""
+    return repo.plan_children(session, slug, limit)
 
 
-def _utc(value: dt.datetime) -> dt.datetime:
-    """Stored datetimes are UTC; SQLite hands them back naive."""
-    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+def integrity_json(intact: bool) -> JSON:
+    """What every JSON read of a stored record says about its content hash."""
+    return {"intact": intact, "message": None if intact else repo.CHANGED_OUTSIDE}
 
 
 def plan_json(opened: OpenedPlan, url: str) -> JSON:
@@ -284,6 +278,8 @@ def plan_json(opened: OpenedPlan, url: str) -> JSON:
         "document": record.document,
         "versions": [v.slug for v in opened.versions],
         "recomputed": opened.recomputed.as_json(),
+        "listed": record.listed,
+        "integrity": integrity_json(record.intact),
     }
 
 
@@ -295,6 +291,7 @@ def summary_json(plan: repo.PlanSummary) -> JSON:
         "parent": plan.parent_slug,
         "core_version": plan.core_version,
         "created_at": plan.created_at.isoformat(),
+        "integrity": integrity_json(plan.intact),
     }
 
 
@@ -303,5 +300,6 @@ def saved_result(session: Session, slug: str) -> JSON:
     Raises NotFound when no plan has that slug."""
     record = repo.get_plan(session, slug)
     summary = dict(record.summary) if isinstance(record.summary, Mapping) else {}
-    return {**summary, "url": f"/p/{record.slug}", "slug": record.slug, "title": record.title}
+    return {**summary, "url": f"/p/{record.slug}", "slug": record.slug, "title": record.title,
+            "integrity": integrity_json(record.intact)}
 

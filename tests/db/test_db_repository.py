@@ -166,19 +166,22 @@ def test_plan_slugs_are_unguessable_and_unique(write_factory: Factory) -> None:
 
 def test_plan_versions_and_recent_list(write_factory: Factory) -> None:
     with write_factory.begin() as s:
-        v1 = repo.save_plan(s, {"v": 1}, {"r": 1}, "0.1.0", "first")
-        v2 = repo.save_plan(s, {"v": 2}, {"r": 2}, "0.1.0", "second", parent_slug=v1)
-        v3 = repo.save_plan(s, {"v": 3}, {"r": 3}, "0.1.0", "third", parent_slug=v2)
-        other = repo.save_plan(s, {"v": 9}, {}, "0.1.0", "fork", parent_slug=v1)
+        v1 = repo.save_plan(s, {"v": 1}, {"r": 1}, "0.1.0", "first", listed=True)
+        v2 = repo.save_plan(s, {"v": 2}, {"r": 2}, "0.1.0", "second", parent_slug=v1, listed=True)
+        v3 = repo.save_plan(s, {"v": 3}, {"r": 3}, "0.1.0", "third", parent_slug=v2, listed=True)
+        hidden = repo.save_plan(s, {"v": 4}, {"r": 4}, "0.1.0", "unlisted", parent_slug=v3)
+        other = repo.save_plan(s, {"v": 9}, {}, "0.1.0", "fork", parent_slug=v1, listed=True)
     with write_factory() as s:
         assert [p.slug for p in repo.plan_versions(s, v3)] == [v1, v2, v3]
         assert [p.parent_slug for p in repo.plan_versions(s, v3)] == [None, v1, v2]
         assert [p.slug for p in repo.plan_versions(s, other)] == [v1, other]
         assert repo.get_plan(s, v2).parent_slug == v1
         assert repo.get_plan(s, v1).document == {"v": 1}  # the parent never changes
-        recent = repo.list_recent_plans(s, limit=3)
-        assert [p.slug for p in recent] == [other, v3, v2]
-        assert recent[0].parent_slug == v1
+        recent = repo.list_listed_plans(s, limit=3)
+        assert [p.slug for p in recent] == [other, v3, v2]  # the unlisted one is left out
+        assert recent[0].parent_slug == v1 and all(p.listed and p.intact for p in recent)
+        assert repo.get_plan(s, hidden).listed is False
+        assert [p.slug for p in repo.plan_children(s, v3)] == [hidden]
         with pytest.raises(NotFound, match="no saved plan with slug 'missing'"):
             repo.get_plan(s, "missing")
     with pytest.raises(NotFound, match="no saved plan with slug 'gone'"), write_factory.begin() as s:
@@ -202,11 +205,11 @@ def test_database_refuses_updates(write_factory: Factory, engine: Engine, statem
     _deployment(write_factory)
     with write_factory.begin() as s:
         repo.add_ledger(s, "prod-a", ledger_in())
-        repo.save_plan(s, PLAN_DOCUMENT, PLAN_SUMMARY, "0.1.0", "original")
+        repo.save_plan(s, PLAN_DOCUMENT, PLAN_SUMMARY, "0.1.0", "original", listed=True)
     with pytest.raises(DBAPIError, match="immutable: UPDATE refused"), engine.begin() as conn:
         conn.execute(text(statement))
     with write_factory() as s:
-        assert [p.title for p in repo.list_recent_plans(s)] == ["original"]
+        assert [p.title for p in repo.list_listed_plans(s)] == ["original"]
         assert repo.list_ledgers(s, "prod-a")[0].note == "boot"
 
 

@@ -1,4 +1,4 @@
-"""The home page lists the newest saved plans; base documents behind what-if URLs are durable."""
+"""The home page lists the newest listed saved plans; base documents behind what-if URLs are durable."""
 
 from __future__ import annotations
 
@@ -15,11 +15,13 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 
 def test_home_lists_recently_saved_plans(client: TestClient) -> None:  # noqa: F811
     doc = {"model": {"catalogue": "llama-3.1-8b"}, "gpu": {"total": "24 GiB"}}
-    saved = client.post("/api/v1/plans?title=<img src=x onerror=alert(1)> box", json=doc)
+    saved = client.post("/api/v1/plans?title=<img src=x onerror=alert(1)> box&listed=true", json=doc)
     assert saved.status_code == 201, saved.text
+    unlisted = client.post("/api/v1/plans", json=doc)
     home = client.get("/")
     assert home.status_code == 200
     assert f'href="/p/{saved.json()["slug"]}"' in home.text
+    assert unlisted.json()["slug"] not in home.text  # listing is opt-in
     assert "&lt;img src=x onerror=alert(1)&gt; box" in home.text and "<img src=x" not in home.text
 
 

@@ -188,7 +188,7 @@ def test_bad_input_is_a_clear_422_never_a_500(client: TestClient, renders: list[
 
 
 def test_titles_render_inert(client: TestClient) -> None:
-    saved = _save(client, {**PLAN_DOC, "title": XSS})
+    saved = _save(client, {**PLAN_DOC, "title": XSS}, listed="true")
     for path in (saved["url"], "/p"):
         html = client.get(path).text
         assert XSS not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
@@ -196,9 +196,12 @@ def test_titles_render_inert(client: TestClient) -> None:
 
 
 def test_saved_list_and_its_twin(client: TestClient, renders: list[RenderEvent]) -> None:
-    first = _save(client, PLAN_DOC, title="one")
-    second = _save(client, PLAN_DOC, title="two", parent=first["slug"])
+    first = _save(client, PLAN_DOC, title="one", listed="true")
+    second = _save(client, PLAN_DOC, title="two", parent=first["slug"], listed="true")
+    hidden = _save(client, PLAN_DOC, title="three", parent=first["slug"])  # unlisted: the default
+    assert hidden["listed"] is False and client.get(hidden["url"]).status_code == 200
     listed = client.get("/p.json").json()["plans"]
+    assert hidden["slug"] not in {p["slug"] for p in listed} and hidden["slug"] not in client.get("/p").text
     assert [p["slug"] for p in listed][:2] == [second["slug"], first["slug"]]
     assert listed[0]["parent"] == first["slug"]
     assert client.get("/p").status_code == 200

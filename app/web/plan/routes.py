@@ -55,7 +55,7 @@ def _recent_plans(request: Request) -> list[dict[str, str]]:
 
     try:
         with database(request.app).read() as session:
-            plans = repository.list_recent_plans(session, 6)
+            plans = repository.list_listed_plans(session, 6)
     except SQLAlchemyError:
         log.warning("recent plans unavailable (is the database migrated? run `kvledger db upgrade`)")
         return []

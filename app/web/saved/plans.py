@@ -44,11 +44,13 @@ def api_save_plan(
     doc: PlanBody,
     parent: Annotated[str | None, Query(description="slug of the version this one edits")] = None,
     title: Annotated[str, Query(max_length=300)] = "",
+    listed: Annotated[bool, Query(description="show it in the /p list (default: unlisted, only its link opens it)")]
+    = False,
 ) -> JSONResponse:
-    saved = saved_plans.save_document(writer, doc, title, parent)
+    saved = saved_plans.save_document(writer, doc, title, parent, listed=listed)
     url = f"/p/{saved.slug}"
     body = {**saved.result, "slug": saved.slug, "url": url, "absolute_url": str(request.base_url).rstrip("/") + url,
-            "parent": saved.parent_slug}
+            "parent": saved.parent_slug, "listed": listed}
     return JSONResponse(body, status_code=201, headers={"Location": url})
 
 
@@ -69,13 +71,13 @@ def immutable(slug: str) -> Response:
 @router.get("/p", include_in_schema=False)
 def saved_list(request: Request, session: SessionDep) -> Response:
     spec = expect_page(request, "pages/saved_plans.html", present.saved_list_context([], request))
-    plans = repo.list_recent_plans(session, 50)
+    plans = repo.list_listed_plans(session, 50)
     return render(request, spec, {"plans": plans})
 
 
 @router.get("/p.json", include_in_schema=False)
 def saved_list_json(session: SessionDep) -> JSONResponse:
-    plans = repo.list_recent_plans(session, 50)
+    plans = repo.list_listed_plans(session, 50)
     return JSONResponse({"plans": [saved_plans.summary_json(p) for p in plans]})
 
 
@@ -127,10 +129,11 @@ def save_from_whatif(
     plan: Annotated[str, Form(description="a /plan URL or its query string")] = "",
     parent: Annotated[str, Form()] = "",
     title: Annotated[str, Form()] = "",
+    listed: Annotated[str, Form(description="any value: show it in the /p list")] = "",
 ) -> Response:
     """Save the what-if a plan URL describes (the page's canonical query) → 303 to its link."""
-    form = {"plan": plan, "parent": parent, "title": title}
-    recent = repo.list_recent_plans(session, 50)
+    form = {"plan": plan, "parent": parent, "title": title, "listed": bool(listed)}
+    recent = repo.list_listed_plans(session, 50)
     expect_page(request, "pages/saved_plans.html", {**present.saved_list_context(recent, request), "form": form})
     bases = request.app.state.bases
     query = querystring.from_text(plan)
@@ -143,7 +146,7 @@ def save_from_whatif(
     except InputError as exc:  # about one what-if key of the address: show it on the address field
         key = querystring.field_key(exc.field) or exc.field
         raise InputError("plan", f"{exc.message} ({key})" if key else exc.message) from None
-    saved = saved_plans.save_document(writer, doc, title, parent.strip() or None)
+    saved = saved_plans.save_document(writer, doc, title, parent.strip() or None, listed=bool(listed))
     return RedirectResponse(f"/p/{saved.slug}", status_code=303)
 
 
