@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import re
+from types import SimpleNamespace
 from typing import Any
 
 import yaml
@@ -13,6 +14,7 @@ from sqlalchemy import create_engine, insert
 
 from app.core import exports
 from app.db.models import SavedPlan
+from app.db.records import plan_hash
 from app.ingest.vllm_serve import read_serve
 from app.services import plans
 
@@ -23,11 +25,13 @@ __all__ = ["app", "backend", "client", "database_url", "settings"]  # fixtures
 
 
 def _insert(url: str, slug: str, document: Any, summary: Any) -> None:
+    """A row written around the validator, with a valid content hash (as an older KV Ledger would
+    have stored it; a row whose hash does not match is refused, tests/web/test_tamper_web.py)."""
+    values = {"slug": slug, "parent_id": None, "title": "written around KV Ledger", "document": document,
+              "summary": summary, "core_version": "0.0.1", "created_at": dt.datetime.now(dt.UTC), "listed": False}
     engine = create_engine(url)
     with engine.begin() as conn:
-        conn.execute(insert(SavedPlan).values(slug=slug, parent_id=None, title="written around KV Ledger",
-                                              document=document, summary=summary, core_version="0.0.1",
-                                              created_at=dt.datetime.now(dt.UTC)))
+        conn.execute(insert(SavedPlan).values(**values, content_hash=plan_hash(SimpleNamespace(**values), None)))
     engine.dispose()
 
 

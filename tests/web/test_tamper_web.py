@@ -35,6 +35,7 @@ def _save(client: TestClient) -> str:  # noqa: F811
 def test_an_intact_plan_says_so(client: TestClient) -> None:  # noqa: F811
     slug = _save(client)
     assert BANNER not in client.get(f"/p/{slug}").text
+    assert client.get(f"/p/{slug}/export/serve").status_code == 200
     for url in (f"/p/{slug}.json", f"/api/v1/plans/{slug}"):
         assert client.get(url).json()["integrity"] == {"intact": True, "message": None}
 
@@ -49,6 +50,8 @@ def test_a_changed_plan_says_so_on_every_read(
     assert page.status_code == 200, page.text[:300]
     assert BANNER in page.text
     assert "catalogue or defaults" not in page.text  # the old, wrong blame
+    export = client.get(f"/p/{slug}/export/serve")
+    assert export.status_code == 409 and "changed outside KV Ledger" in export.text
     for url in (f"/p/{slug}.json", f"/api/v1/plans/{slug}"):
         reply = client.get(url)
         assert reply.status_code == 200, reply.text[:300]

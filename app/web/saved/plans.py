@@ -110,6 +110,9 @@ def saved_plan_export(slug: str, fmt: str, session: SessionDep) -> Response:
     if fmt not in exports.FORMATS:
         raise InputError("format", f"unknown format {fmt!r}; expected one of {', '.join(exports.FORMATS)}")
     record = saved_plans.open_plan(session, slug).record
+    if not record.intact:  # never a deploy config from numbers nobody saved
+        raise HTTPException(409, f"{repo.CHANGED_OUTSIDE[0].upper()}{repo.CHANGED_OUTSIDE[1:]}: "
+                                 f"its export is refused (open /p/{slug} for what is stored).")
     try:
         out = exports.export(record.summary, fmt)
     except exports.ExportError as exc:
