@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", help="an empty database URL (default: a temporary SQLite file)")
     parser.add_argument("--ledgers", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=100)
+    parser.add_argument("--check", action="store_true", help="exit 1 when a case misses the target (default: report)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         url = args.url or f"sqlite:///{Path(tmp) / 'bench.sqlite3'}"
@@ -103,14 +104,14 @@ def main(argv: list[str] | None = None) -> int:
         }
         engine.dispose()
     print(f"database: {engine.dialect.name}; {args.ledgers:,} ledgers × 8 ranks stored in {fill_s:.1f} s")
-    print("| operation | median ms | p95 ms | worst ms | worst < 100 ms |")
-    print("| --- | ---: | ---: | ---: | --- |")
+    print(f"| operation | median ms | p95 ms | worst ms | worst / {TARGET_MS:.0f} ms | worst < {TARGET_MS:.0f} ms |")
+    print("| --- | ---: | ---: | ---: | ---: | --- |")
     ok = True
     for name, (median, p95, worst) in results.items():
         ok &= worst < TARGET_MS
         verdict = "yes" if worst < TARGET_MS else "NO"
-        print(f"| {name} | {median:.2f} | {p95:.2f} | {worst:.2f} | {verdict} |")
-    return 0 if ok else 1
+        print(f"| {name} | {median:.2f} | {p95:.2f} | {worst:.2f} | {worst / TARGET_MS:.2f} | {verdict} |")
+    return 1 if args.check and not ok else 0
 
 
 if __name__ == "__main__":

@@ -61,6 +61,12 @@
       // A model change re-renders the whole form (allowed TP degrees change): no htmx fragment.
       event.stopPropagation();
     }
+    if (el.matches && el.matches("input[type=range]") && el.form && el.form.hasAttribute("hx-get") && window.htmx) {
+      // A slider tick asks at once ("slide"), without the text fields' typing delay; the form's
+      // hx-sync="this:queue last" keeps one request in flight and only the newest position queued.
+      event.stopPropagation();
+      window.htmx.trigger(el.form, "slide");
+    }
   }, true);
 
   document.addEventListener("change", function (event) {
@@ -92,8 +98,24 @@
   }
   document.addEventListener("htmx:load", scheduleDraw);
 
+  // The chart library (the page names it in <meta name="kvledger-charts">) loads after the first
+  // paint: numbers and tables are readable before any chart code is fetched or run.
+  var chartsRequested = false;
+  function loadChartLibrary() {
+    var meta = document.querySelector("meta[name='kvledger-charts']");
+    if (!meta || window.Plotly || chartsRequested) { return; }
+    chartsRequested = true;
+    var script = document.createElement("script");
+    script.src = meta.getAttribute("content");
+    script.async = true;
+    script.onload = scheduleDraw;
+    document.head.appendChild(script);
+  }
+
   function start() {
     document.documentElement.classList.add("js");
+    // requestAnimationFrame runs just before the next paint; the timeout after it, once painted.
+    window.requestAnimationFrame(function () { setTimeout(loadChartLibrary, 0); });
     drawCharts(document);
     Array.prototype.forEach.call(document.querySelectorAll("input[data-output]"), showValue);
   }

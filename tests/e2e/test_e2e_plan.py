@@ -152,3 +152,19 @@ def test_deploy_copy_blocks_load_their_file_when_opened(page: Any) -> None:
     assert "tensor-parallel-size: 4" in page.inner_text("#vllm-config-text")
     page.click("#deploy-exports details:has(#kserve-text) summary")
     page.wait_for_function("() => document.querySelector('#kserve-text').textContent.includes('InferenceService')")
+
+
+def test_a_fast_drag_is_coalesced_to_the_newest_position(page: Any) -> None:
+    _open_plan(page, PLAN)
+    sent: list[str] = []
+    page.on("request", lambda req: sent.append(req.url) if "/plan?" in req.url else None)
+    # 30 input events in one task: one request goes out, later ones replace each other in the queue.
+    page.evaluate("""() => { const e = document.getElementById('f-util');
+      for (let k = 0; k < 30; k++) { e.value = (0.50 + k / 100).toFixed(2);
+        e.dispatchEvent(new Event('input', {bubbles: true})); } }""")
+    page.wait_for_url("**util=0.79")
+    page.wait_for_function("() => document.querySelector('#plan-form').classList.contains('htmx-request') === false")
+    page.wait_for_function("() => document.getElementById('chart-pool').getAttribute('data-drawn') === "
+                           "document.getElementById('chart-pool-data').dataset.version")
+    assert 1 <= len(sent) <= 2 and "util=0.79" in sent[-1], sent
+    assert page.inner_text("#out-util") == "0.79"

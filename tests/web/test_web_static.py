@@ -8,7 +8,7 @@ from pathlib import Path
 from .support import TestClient
 
 ROOT = Path(__file__).resolve().parents[2]
-ASSET_RE = re.compile(r'(?:src|href)="(/static/[^"]+)"')
+ASSET_RE = re.compile(r'(?:src|href|content)="(/static/[^"]+)"')  # content: the chart library, loaded after paint
 FIRST_LOAD_BUDGET_BYTES = 600 * 1024
 
 

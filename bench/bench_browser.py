@@ -1,0 +1,301 @@
+"""Browser benchmark: `.venv/bin/python bench/bench_browser.py [--check]` (writes bench/RESULTS-browser.md).
+
+Our server under uvicorn (one worker) on 127.0.0.1, driven by headless Debian Chromium through
+Playwright (executable_path, as tests/e2e/conftest.py). Measured in the page with
+`performance.now()`:
+
+1. Slider → chart: 50 ticks of the utilization slider on the plan page, one at a time, each a
+   position never computed before. Per tick: input event → the new numbers in the DOM (the
+   fragment swapped in) → the pool chart updated (Plotly.react resolved: `data-drawn` is the new
+   figure's version) → repainted (the frame after). Target: median input → chart repainted <= 50 ms.
+2. A drag: 30 input events 16 ms apart (a 60 Hz pointer); how many requests were sent, and the
+   time from the last input to the chart showing the last position.
+3. First load of the plan page in a fresh browser context (no cache), 5 times: first paint, first
+   contentful paint, DOMContentLoaded, first chart drawn, and compressed bytes on the wire
+   (Resource Timing transferSize) before first paint and in all. Targets: first paint <= 200 ms
+   and <= 150 KB transferred before it; the chart library requested only after first paint.
+
+The run always completes and records what it measured (a phase that fails is recorded as an
+error); `--check` exits 1 when a target is missed or a phase failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_web import FIRST_PAGE, free_port, load_average, machine, start  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-quic"]
+TICKS, WARMUP_TICKS, DRAG_EVENTS, LOADS = 50, 5, 30, 5
+TARGET_TICK_MS = 50.0
+TARGET_FIRST_PAINT_MS = 200.0
+TARGET_FIRST_PAINT_BYTES = 150 * 1024
+
+# One slider tick, timed in the page: resolves with milliseconds from the input event.
+TICK_JS = """
+([id, value]) => new Promise((resolve, reject) => {
+  const data = () => document.getElementById("chart-pool-data");
+  const chart = document.getElementById("chart-pool");
+  const before = data().dataset.version;
+  let dom = null, drawn = null;
+  const t0 = performance.now();
+  const done = () => {
+    observer.disconnect();
+    requestAnimationFrame(() => setTimeout(() => resolve({dom: dom - t0, chart: drawn - t0,
+                                                          painted: performance.now() - t0}), 0));
+  };
+  const check = () => {
+    const now = performance.now();
+    if (dom === null && data() && data().dataset.version !== before) { dom = now; }
+    if (dom !== null && drawn === null && chart.getAttribute("data-drawn") === data().dataset.version) {
+      drawn = now; done();
+    }
+  };
+  const observer = new MutationObserver(check);
+  observer.observe(document.body, {subtree: true, childList: true, attributes: true, attributeFilter: ["data-drawn"]});
+  setTimeout(() => { observer.disconnect(); reject(new Error("no chart update within 60 s")); }, 60000);
+  const input = document.getElementById(id);
+  input.value = value;
+  input.dispatchEvent(new Event("input", {bubbles: true}));
+})
+"""
+
+# A drag: input events every 16 ms; counts htmx requests; resolves when the last position is drawn.
+DRAG_JS = """
+([id, values]) => new Promise((resolve, reject) => {
+  const input = document.getElementById(id);
+  let last = null, i = 0;
+  const step = () => {
+    input.value = values[i];
+    input.dispatchEvent(new Event("input", {bubbles: true}));
+    i += 1;
+    if (i < values.length) { setTimeout(step, 16); return; }
+    last = performance.now();
+    const want = input.value;
+    const poll = () => {
+      const url = new URL(window.location.href);
+      const data = document.getElementById("chart-pool-data");
+      const chart = document.getElementById("chart-pool");
+      if (url.searchParams.get("util") === want && chart.getAttribute("data-drawn") === data.dataset.version
+          && !document.getElementById("plan-form").classList.contains("htmx-request")) {
+        resolve({settle: performance.now() - last, events: values.length});
+        return;
+      }
+      if (performance.now() - last > 60000) { reject(new Error("drag never settled")); return; }
+      requestAnimationFrame(poll);
+    };
+    requestAnimationFrame(poll);
+  };
+  step();
+})
+"""
+
+FIRST_LOAD_JS = """
+() => {
+  const paints = Object.fromEntries(performance.getEntriesByType("paint").map(e => [e.name, e.startTime]));
+  const nav = performance.getEntriesByType("navigation")[0];
+  const resources = performance.getEntriesByType("resource");
+  const fp = paints["first-paint"] ?? paints["first-contentful-paint"];
+  const before = nav.transferSize + resources.filter(r => r.responseEnd <= fp).reduce((a, r) => a + r.transferSize, 0);
+  const all = nav.transferSize + resources.reduce((a, r) => a + r.transferSize, 0);
+  const charts = resources.filter(r => r.name.includes("plotly"));
+  return {first_paint: fp, fcp: paints["first-contentful-paint"], dcl: nav.domContentLoadedEventEnd,
+          bytes_before_paint: before, bytes_all: all, chart_lib_start: charts.length ? charts[0].startTime : null,
+          resources: [["page", nav.transferSize], ...resources.map(r => [new URL(r.name).pathname, r.transferSize])]};
+}
+"""
+
+
+def _util_values(page: Any, count: int) -> list[str]:
+    """`count` slider positions, none of them the page's own (so every one is a fresh plan)."""
+    lo, hi, step, current = page.evaluate(
+        "() => { const e = document.getElementById('f-util'); return [e.min, e.max, e.step, e.value].map(Number); }")
+    steps = round((hi - lo) / step)
+    values = [f"{lo + k * step:.2f}" for k in range(steps, -1, -1)]
+    values = [v for v in values if abs(float(v) - current) > step / 2]
+    if len(values) < count:
+        raise RuntimeError(f"the slider has {len(values)} positions; {count} needed")
+    return values[:count]
+
+
+def slider_ticks(browser: Any, url: str) -> dict[str, Any]:
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    levers: list[str] = []
+    page.on("request", lambda req: levers.append(req.url) if "/plan/levers" in req.url else None)
+    page.goto(url + FIRST_PAGE)
+    page.wait_for_selector("#chart-pool[data-drawn]", state="attached", timeout=60_000)
+    page.wait_for_selector("#chart-levers[data-drawn]", state="attached", timeout=60_000)
+    levers.clear()
+    values = _util_values(page, WARMUP_TICKS + TICKS)
+    for value in values[:WARMUP_TICKS]:
+        page.evaluate(TICK_JS, ["f-util", value])
+    ticks = [page.evaluate(TICK_JS, ["f-util", value]) for value in values[WARMUP_TICKS:]]
+    tick_levers = len(levers)
+    drag_values = [f"{0.50 + k / 100:.2f}" for k in range(DRAG_EVENTS)]  # 0.50 → 0.79, step by step
+    page.evaluate("() => { const e = document.getElementById('f-util'); e.value = '0.30'; "
+                  "e.dispatchEvent(new Event('input', {bubbles: true})); }")
+    page.wait_for_url("**util=0.3**", timeout=60_000)
+    page.wait_for_function("() => !document.getElementById('plan-form').classList.contains('htmx-request')")
+    sent: list[str] = []
+    page.on("request", lambda req: sent.append(req.url) if req.url.startswith(url + "/plan?") else None)
+    drag = {**page.evaluate(DRAG_JS, ["f-util", drag_values]), "requests": len(sent)}
+    context.close()
+    return {"ticks": ticks, "tick_levers": tick_levers, "drag": drag}
+
+
+def first_loads(browser: Any, url: str) -> list[dict[str, Any]]:
+    loads = []
+    for _ in range(LOADS):
+        context = browser.new_context(viewport={"width": 1400, "height": 900})
+        page = context.new_page()
+        page.goto(url + FIRST_PAGE)
+        page.wait_for_selector("#chart-pool[data-drawn]", state="attached", timeout=60_000)
+        drawn = page.evaluate("() => performance.now()")
+        loads.append({**page.evaluate(FIRST_LOAD_JS), "chart_drawn": drawn})
+        context.close()
+    return loads
+
+
+def _row(measure: str, value: float | None, unit: str, target: float | None = None, scale: float = 1.0) -> str:
+    if value is None:
+        return f"| {measure} | — | | | |"
+    shown = f"{value / scale:,.1f} {unit}"
+    if target is None:
+        return f"| {measure} | {shown} | | | |"
+    ok = value <= target
+    verdict = "PASS" if ok else "FAIL"
+    return f"| {measure} | **{shown}** | <= {target / scale:,.0f} {unit} | {value / target:.2f} | {verdict} |"
+
+
+def report(measured: dict[str, Any], errors: list[str], load_before: str) -> tuple[str, bool]:
+    rows: list[str] = []
+    ok = not errors
+    if "slider" in measured:
+        s = measured["slider"]
+        med: Callable[[str], float] = lambda key: statistics.median(t[key] for t in s["ticks"])  # noqa: E731
+        p90: Callable[[str], float] = lambda key: sorted(t[key] for t in s["ticks"])[int(0.9 * len(s["ticks"]))]  # noqa: E731
+        ok &= med("painted") <= TARGET_TICK_MS
+        rows += [
+            _row(f"slider tick, input → chart repainted (median of {len(s['ticks'])})", med("painted"), "ms",
+                 TARGET_TICK_MS),
+            _row("(same, p90)", p90("painted"), "ms"),
+            _row("slider tick, input → numbers in the DOM (median)", med("dom"), "ms"),
+            _row("slider tick, input → chart updated, Plotly.react resolved (median)", med("chart"), "ms"),
+            f"| `/plan/levers` requests during the {len(s['ticks'])} ticks (input events only) "
+            f"| {s['tick_levers']} | | | |",
+            f"| a drag: {s['drag']['events']} input events 16 ms apart → requests sent "
+            f"| {s['drag']['requests']} | | | |",
+            _row("(the drag: last input → its position drawn, URL updated, no request in flight)", s["drag"]["settle"],
+                 "ms"),
+        ]
+    if "loads" in measured:
+        loads = measured["loads"]
+
+        def m(key: str) -> float:
+            return statistics.median(float(load[key]) for load in loads)
+
+        after = all(load["chart_lib_start"] is None or load["chart_lib_start"] >= load["first_paint"] for load in loads)
+        ok &= after and m("first_paint") <= TARGET_FIRST_PAINT_MS
+        ok &= m("bytes_before_paint") <= TARGET_FIRST_PAINT_BYTES
+        rows += [
+            _row(f"first load: first paint (median of {len(loads)} fresh contexts)", m("first_paint"), "ms",
+                 TARGET_FIRST_PAINT_MS),
+            _row("first load: bytes on the wire before first paint (compressed)", m("bytes_before_paint"), "KB",
+                 TARGET_FIRST_PAINT_BYTES, 1024),
+            f"| first load: chart library requested after first paint | {'yes' if after else 'NO'} | yes | | "
+            f"{'PASS' if after else 'FAIL'} |",
+            _row("first load: first contentful paint", m("fcp"), "ms"),
+            _row("first load: DOMContentLoaded", m("dcl"), "ms"),
+            _row("first load: first chart drawn", m("chart_drawn"), "ms"),
+            _row("first load: all bytes on the wire, chart library included", m("bytes_all"), "KB", None, 1024),
+        ]
+        rows.append("")
+    table = "\n".join(r for r in rows if r)
+    resources = ""
+    if "loads" in measured:
+        resources = "\n".join(f"| `{name}` | {size:,} |" for name, size in measured["loads"][0]["resources"])
+        resources = ("\n### First load, per resource (transferSize, first run)\n\n| resource | bytes |\n"
+                     f"| --- | ---: |\n{resources}\n")
+    problems = "".join(f"\n- ERROR: {e}" for e in errors)
+    text = f"""# Browser benchmark results
+
+Command: `.venv/bin/python bench/bench_browser.py` (each run rewrites this file; `--check` exits 1 on a miss).
+
+## Machine
+
+{machine()}
+- browser: headless Debian Chromium ({CHROMIUM}) through Playwright
+- load average before / after the run: {load_before} / {load_average()} (other work shares this machine)
+
+## Results
+
+| measure | result | target | ratio to target | |
+| --- | --- | --- | --- | --- |
+{table}
+{problems}
+
+Page: `{FIRST_PAGE}`, served by uvicorn (one worker) on 127.0.0.1; times from `performance.now()` in
+the page. A tick sets the utilization slider and dispatches its input event; "numbers in the DOM" is the
+swapped-in fragment, "chart updated" the moment Plotly.react resolved on the preserved chart element, and
+"repainted" the first frame after that. Every tick is a slider position the server has not computed
+before. Bytes are Resource Timing `transferSize` (headers + compressed body) of the page and every
+resource that finished before the first paint.
+{resources}"""
+    return text, ok
+
+
+def measure(measured: dict[str, Any], errors: list[str]) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = start([sys.executable, "-c", f"from app.web.app import serve; serve('127.0.0.1', {port})"], url + "/")
+    try:
+        from playwright.sync_api import sync_playwright
+
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            for name, phase in (("slider", slider_ticks), ("loads", first_loads)):
+                try:
+                    measured[name] = phase(browser, url)
+                except Exception as exc:  # recorded in the results; the run goes on
+                    errors.append(f"{name}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument("--no-write", action="store_true", help="print the report, do not write RESULTS-browser.md")
+    args = parser.parse_args()
+    load_before = load_average()
+    measured: dict[str, Any] = {}
+    errors: list[str] = []
+    if not Path(CHROMIUM).exists():
+        errors.append(f"{CHROMIUM} is not installed (apt-get install chromium): nothing measured")
+    else:
+        try:
+            measure(measured, errors)
+        except Exception as exc:  # e.g. the server did not start: recorded
+            errors.append(f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+    text, ok = report(measured, errors, load_before)
+    print(text)
+    if not args.no_write:
+        (ROOT / "bench" / "RESULTS-browser.md").write_text(text)
+    return 1 if args.check and not ok else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
