@@ -117,7 +117,7 @@ def _plan_table(result: dict[str, Any]) -> str:
             f"{fmt_bytes(ub['stranded_bytes'])}, min/median {ub['min_over_median'] or 0:.3f}"
         )
     lines.append("flags: " + " ".join(result["flags"]))
-    lines += [f"warning [{w['code']}] {w['message']}" for w in result["warnings"]]
+    lines += [f"warning [{w['code']}] {w['message']}" for w in result.get("warning_groups") or result["warnings"]]
     lines += [f"note: {note}" for note in result.get("notes") or []]
     for lever in result.get("levers") or []:
         caveat = "" if lever.get("will_start", True) else " (will not start)"

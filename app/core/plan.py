@@ -16,6 +16,7 @@ from app.core.budget import UniformBudget, uniform_budget
 from app.core.cudagraphs import CudagraphMode
 from app.core.errors import InputError
 from app.core.estimates import EstimateContext
+from app.core.free_gap import free_gap_message
 from app.core.kvspec import RankKV, rank_kv, rank_kv_uniform
 from app.core.ledger import LedgerRules, RankInput, RankLedger, work_out
 from app.core.nontorch import Interconnect
@@ -290,21 +291,13 @@ def _largest_servable(result: PlanResult) -> int:
 
 def _spread_warnings(result: PlanResult) -> list[Warning]:
     out: list[Warning] = []
-    frees = [(lg.label, lg.free_at_start.bytes) for lg in result.ledgers if lg.free_at_start is not None]
-    threshold = result.plan.policy.free_spread_threshold_bytes
-    if len(frees) > 1:
-        low = min(frees, key=lambda f: f[1])
-        high = max(frees, key=lambda f: f[1])
-        if high[1] - low[1] > threshold:
-            out.append(
-                Warning(
-                    "free_memory_spread",
-                    f"free memory at start differs across ranks by {fmt_bytes(high[1] - low[1])} "
-                    f"(rank {low[0]}: {fmt_bytes(low[1])}, rank {high[0]}: {fmt_bytes(high[1])}); "
-                    f"the difference usually survives into the KV budget — look for another process on rank {low[0]}",
-                    low[0],
-                )
-            )
+    frees = [lg.free_at_start.bytes for lg in result.ledgers if lg.free_at_start is not None]
+    if len(frees) > 1 and max(frees) - min(frees) > result.plan.policy.free_spread_threshold_bytes:
+        engine, rules = result.plan.engine, result.rules
+        message = free_gap_message(result.ledgers, rules.free_memory_preflight, engine.gpu_memory_utilization,
+                                   engine.kv_cache_memory_bytes, rules.label)
+        if message is not None:
+            out.append(Warning("free_memory_spread", *message))
     kvs = [lg.kv.bytes for lg in result.ledgers]
     if len(kvs) >= 3:
         median = statistics.median(kvs)

@@ -12,6 +12,7 @@ from app.core.explain import explain
 from app.core.ledger import Cell, RankLedger
 from app.core.plan import PlanResult
 from app.core.vllm_flags import flag_strings, plan_flags
+from app.core.warning_groups import group_warnings
 
 JSON = dict[str, Any]
 
@@ -112,6 +113,9 @@ def result_to_dict(result: PlanResult, levers: list[JSON] | None = None) -> JSON
     return {
         "core_version": __version__,
         "vllm_version": result.rules.label,
+        # vLLM >= 0.21 sizes KV after subtracting the CUDA-graph estimate (inside the budget);
+        # before, graphs are captured after the KV cache is allocated, in the headroom (versions.py).
+        "cuda_graphs_in_budget": result.rules.cuda_graphs_in_budget,
         "model": {
             "name": plan.model.name or (shape.name if shape else None),
             "source": plan.model.source,
@@ -178,6 +182,9 @@ def result_to_dict(result: PlanResult, levers: list[JSON] | None = None) -> JSON
         "flags": flags(result),
         "vllm_args": [{"flag": flag, "value": value} for flag, value in plan_flags(result)],
         "warnings": [{"code": w.code, "message": w.message, "rank": w.rank} for w in result.warnings],
+        # The same warnings, one entry per message repeated across ranks ("ranks TP0–TP7: …").
+        "warning_groups": group_warnings({"code": w.code, "message": w.message, "rank": w.rank}
+                                         for w in result.warnings),
         "explain": explain(result),
         "levers": levers if levers is not None else [],
         "notes": [*plan.notes, *rkv.notes],

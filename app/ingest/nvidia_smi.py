@@ -314,7 +314,9 @@ def smi_free_spread_alert(gpus: Sequence[SmiGpu], threshold_bytes: int) -> list[
             "free_memory_spread",
             f"free memory at start differs by {spread / 2**30:.2f} GiB across GPUs (GPU {lo.index}: "
             f"{lo.free_bytes / 2**30:.2f} GiB, GPU {hi.index}: {hi.free_bytes / 2**30:.2f} GiB), more than the "
-            f"{threshold_bytes / 2**30:.2f} GiB policy: the tightest GPU sets every rank's KV budget",
+            f"{threshold_bytes / 2**30:.2f} GiB policy: with --gpu-memory-utilization of the total (vLLM >= 0.9.1) "
+            "it matters only on a GPU whose free memory is below the requested budget (vLLM will not start there); "
+            "before 0.9.1, or with a manual --kv-cache-memory-bytes, the tightest GPU limits every rank",
             None,
             "warning",
             {

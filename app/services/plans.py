@@ -36,6 +36,7 @@ from app.core.plan import (
 )
 from app.core.report import result_to_dict
 from app.core.shape import ModelShape, online_fp8_shape
+from app.core.start_levers import start_levers
 from app.core.versions import CURRENT_VLLM, check_block_size, rules_for, scheduler_defaults
 from app.core.vision import vision_geometry
 from app.core.whatif import Lever, levers, set_engine, set_max_num_batched_tokens, set_quantization, set_tp
@@ -378,6 +379,11 @@ def run_plan(doc: object, read_log: LogReader | None = None, with_levers: bool =
     lever_json = [_lever_json(lv) for lv in levers(lever_plan(result), tps)] if with_levers else []
     out = result_to_dict(result, lever_json)
     out["allowed_tp"] = list(tps)
+    # A plan that will not start: what would make it start, each with its result (issue 17 item 4).
+    out["start_levers"] = (
+        [] if out["will_start"]
+        else [{**_lever_json(sl.lever), "sets": dict(sl.sets)} for sl in start_levers(result, tps, lever_plan(result))]
+    )
     if check:
         out["checks"] = plan_checks(result)
         out["checks_pass"] = all(c["ok"] for c in out["checks"])

@@ -97,3 +97,69 @@ def test_import_refuses_a_layout_that_is_not_a_whole_number_naming_the_field(tpa
     tpage.click("form[action='/import'] button[type=submit]")
     alert = tpage.wait_for_selector("[role=alert]")
     assert "TP must be a whole number" in alert.inner_text()
+
+
+def test_a_plan_that_will_not_start_leads_with_why_and_its_levers_start(tpage: Any) -> None:
+    """Item 4: Llama-3.1-70B on one 80 GiB GPU, then a 1 TiB manual budget at TP4."""
+    tpage.goto("/plan?model=llama-3.1-70b&gpu_total=80GiB")
+    tpage.wait_for_selector("#chart-pool[data-drawn]", state="attached")
+    first = tpage.evaluate("() => document.querySelector('#results .card').id")
+    assert first == "not-starting"
+    assert tpage.inner_text('[data-kpi="tokens"] .value').strip() == "—"
+    assert tpage.locator("#flags-text").count() == 0 and tpage.locator("#uniform-flag").count() == 0
+    lever = tpage.locator('#start-levers tr[data-knob="tensor_parallel_size"] a')
+    assert "TP 1 → 4" in lever.inner_text()
+    promised = tpage.inner_text('#start-levers tr[data-knob="tensor_parallel_size"] td:nth-child(2)')
+    lever.click()
+    tpage.wait_for_url("**tp=4**")
+    tpage.wait_for_selector("#flags-text")
+    assert tpage.locator("#not-starting").count() == 0
+    tokens = tpage.inner_text('[data-kpi="tokens"] .value').strip()
+    assert f"{tokens} tokens" in promised
+    assert "--tensor-parallel-size 4" in tpage.inner_text("#flags-text")
+
+    tpage.goto("/plan?model=llama-3.1-70b&gpu_total=80GiB&tp=4&kv_bytes=1TiB")
+    tpage.wait_for_selector("#not-starting")
+    why = tpage.inner_text("#not-starting ul.warnings")
+    assert "ranks TP0–TP3: will not fit --kv-cache-memory-bytes" in why  # item 14: said once
+    assert "13,4" not in tpage.inner_text(".kpis")
+    tpage.click('#start-levers tr[data-knob="kv_cache_memory_bytes"] a')
+    tpage.wait_for_selector("#flags-text")
+    assert "--kv-cache-memory-bytes" not in tpage.inner_text("#flags-text")
+
+
+PAGES_390 = ("/", "/plan?model=llama-3.1-70b&gpu_total=80GiB&tp=4", "/plan?model=llama-3.1-70b&gpu_total=80GiB",
+             "/import", "/compare", "/sim", "/p", "/d")  # /docs: Swagger UI's own schema view still overflows
+
+
+@pytest.mark.parametrize("path", PAGES_390)
+def test_390_px_wide_no_horizontal_overflow_and_a_skip_link(browser: Any, trust_server: str, path: str) -> None:
+    """Item 15: a phone-width viewport never scrolls sideways; the first Tab reaches the skip link."""
+    context, page, errors = _page(browser, trust_server, 390)
+    try:
+        page.goto(path)
+        page.wait_for_load_state("load")
+        if path.startswith("/plan"):
+            page.wait_for_selector("#chart-pool[data-drawn]", state="attached")
+        width = page.evaluate("() => document.documentElement.scrollWidth")
+        wide = page.evaluate("""() => [...document.querySelectorAll('body *')]
+            .filter(e => e.getBoundingClientRect().right > window.innerWidth + 1
+                         && getComputedStyle(e).position !== 'absolute'
+                         && !(e.parentElement && e.parentElement.closest('table, pre, .js-plotly-plot')))
+            .slice(0, 5).map(e => e.tagName + '.' + e.className + '#' + e.id)""")
+        assert width <= 390 and wide == [], (path, width, wide)
+        page.keyboard.press("Tab")
+        assert page.evaluate("() => document.activeElement.className") == "skip-link"
+        page.keyboard.press("Enter")
+        page.wait_for_function("() => document.activeElement && document.activeElement.id === 'main'")
+    finally:
+        context.close()
+    assert errors == [], errors
+
+
+def test_copy_buttons_confirm(tpage: Any) -> None:
+    tpage.goto("/plan?model=llama-3.1-8b&gpu_total=80GiB")
+    tpage.wait_for_selector("#flags-text")
+    button = tpage.locator('button[data-copy="flags-text"]')
+    button.click()
+    tpage.wait_for_function("() => document.querySelector('button[data-copy=\"flags-text\"]').textContent === 'Copied'")

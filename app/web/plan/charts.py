@@ -27,6 +27,7 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("cuda_graph_bytes", "CUDA graphs", "#b279a2"),
     ("activation_bytes", "activation", "#f58518"),
 )
+GRAPHS_ROW = ROWS[2]
 KV_COLOUR = "#54a24b"
 STRANDED_COLOUR = "#b8dcb0"
 HEADROOM_COLOUR = "#e4e6ea"
@@ -83,9 +84,12 @@ def _bar(name: str, x: list[str], gib: list[float], colour: str, sources: list[s
 
 
 def _kv_traces(
-    ranks: Sequence[Mapping[str, Any]], x: list[str], is_binding: list[bool]
+    ranks: Sequence[Mapping[str, Any]], x: list[str], is_binding: list[bool], graphs_in_budget: bool = True
 ) -> list[dict[str, Any]]:
-    """Usable KV (binding rank outlined), stranded KV, and the headroom above the budget."""
+    """Usable KV (binding rank outlined), stranded KV, and the headroom above the budget. Before
+    vLLM 0.21 CUDA graphs are captured after the KV cache is sized, outside the budget
+    (`graphs_in_budget` False): their segment sits above the dashed line, in the headroom, and the
+    grey is what is left of the headroom beside them."""
     sources = [_source(r, "kv_bytes") for r in ranks]
     stranded = [_num(r.get("stranded_bytes")) for r in ranks]
     usable = [max(_num(r.get("kv_bytes")) - s, 0.0) for r, s in zip(ranks, stranded, strict=True)]
@@ -94,12 +98,15 @@ def _kv_traces(
         "color": [BINDING_COLOUR if b else "rgba(0,0,0,0)" for b in is_binding],
         "width": [3 if b else 0 for b in is_binding],
     }
-    headroom = [_num(r.get("headroom_bytes")) / GIB for r in ranks]
-    return [
-        kv,
-        _bar("KV stranded", x, [s / GIB for s in stranded], STRANDED_COLOUR, sources),
-        _bar("headroom (outside budget)", x, headroom, HEADROOM_COLOUR, ["derived"] * len(ranks)),
-    ]
+    outside = [0.0 if graphs_in_budget else _num(r.get("cuda_graph_bytes")) for r in ranks]
+    headroom = [max(0.0, _num(r.get("headroom_bytes")) - g) / GIB for r, g in zip(ranks, outside, strict=True)]
+    traces = [kv, _bar("KV stranded", x, [s / GIB for s in stranded], STRANDED_COLOUR, sources)]
+    if not graphs_in_budget:
+        key, name, colour = GRAPHS_ROW
+        traces.append(_bar(f"{name} (outside budget)", x, [g / GIB for g in outside], colour,
+                           [_source(r, key) for r in ranks]))
+    traces.append(_bar("headroom (outside budget)", x, headroom, HEADROOM_COLOUR, ["derived"] * len(ranks)))
+    return traces
 
 
 def _budget_shapes(ranks: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -129,15 +136,18 @@ def _binding_annotations(
     ]
 
 
-def pool_figure(ranks: Sequence[Mapping[str, Any]], binding_rank: object, title: str = "") -> Figure:
+def pool_figure(
+    ranks: Sequence[Mapping[str, Any]], binding_rank: object, title: str = "", graphs_in_budget: bool = True
+) -> Figure:
     """The stacked per-rank pool chart for the given ranks (at most MAX_BARS)."""
     x = [_label(r) for r in ranks]
     is_binding = [r.get("binding") is True or r.get("rank") == binding_rank for r in ranks]
     traces = [
         _bar(name, x, [_num(r.get(key)) / GIB for r in ranks], colour, [_source(r, key) for r in ranks])
         for key, name, colour in ROWS
+        if graphs_in_budget or key != GRAPHS_ROW[0]
     ]
-    traces += _kv_traces(ranks, x, is_binding)
+    traces += _kv_traces(ranks, x, is_binding, graphs_in_budget)
     # The budget is drawn as shapes; this empty trace only gives it a legend entry.
     traces.append({"type": "scatter", "mode": "lines", "name": "requested budget", "x": [None], "y": [None],
                    "line": {"color": "#1f2933", "width": 2, "dash": "dash"}, "hoverinfo": "skip"})
@@ -269,13 +279,14 @@ def plan_charts(result: Mapping[str, Any]) -> dict[str, Figure]:
     """Every chart of the plan page, keyed by the chart element's name."""
     ranks: list[Mapping[str, Any]] = list(result.get("ranks") or [])
     binding = result.get("binding_rank")
+    inside = result.get("cuda_graphs_in_budget") is not False
     charts: dict[str, Figure] = {}
     if ranks:
         if len(ranks) <= MAX_BARS:
-            charts["pool"] = pool_figure(ranks, binding)
+            charts["pool"] = pool_figure(ranks, binding, graphs_in_budget=inside)
         else:
             title = "Binding, median and largest-KV ranks"
-            charts["pool"] = pool_figure(representative_ranks(ranks, binding), binding, title)
+            charts["pool"] = pool_figure(representative_ranks(ranks, binding), binding, title, inside)
             charts["dist"] = kv_histogram(ranks, binding)
     levers = list(result.get("levers") or [])
     if levers:

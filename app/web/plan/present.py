@@ -162,6 +162,8 @@ def kpis(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     ceiling = result.get("concurrency_ceiling")
     concurrency_sub = f"limit: {LIMIT_WORDS.get(str(result.get('binding_limit')), result.get('binding_limit'))}"
     fits = bool(result.get("will_start"))
+    if not fits:
+        return _not_starting_kpis(result)
     return [
         {"key": "tokens", "label": "Tokens (block-rounded)", "value": intcomma(result["tokens"]),
          "sub": f"raw {intcomma(result['raw_tokens'])} · {intcomma(result['blocks'])} blocks"},
@@ -175,6 +177,20 @@ def kpis(result: Mapping[str, Any]) -> list[dict[str, Any]]:
         {"key": "starts", "label": "vLLM starts", "value": "yes" if fits else "no", "bad": not fits,
          "sub": "max_model_len fits" if result.get("fits_max_model_len")
          else f"largest max_model_len that fits: {intcomma(result.get('largest_max_model_len'))}"},
+    ]
+
+
+def _not_starting_kpis(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A plan vLLM refuses shows no capacity: the figures a started engine would have are "—"."""
+    none = "vLLM will not start: no capacity"
+    return [
+        {"key": "tokens", "label": "Tokens (block-rounded)", "value": "—", "sub": none},
+        {"key": "kv", "label": "KV on the binding rank", "value": "—", "sub": none},
+        {"key": "binding", "label": "Binding rank", "value": str(result.get("binding_rank")),
+         "sub": f"of {intcomma(len(result['ranks']))}"},
+        {"key": "concurrency", "label": "Concurrent requests", "value": "—", "sub": none},
+        {"key": "starts", "label": "vLLM starts", "value": "no", "bad": True,
+         "sub": "why, and what would make it start: above"},
     ]
 
 
@@ -322,9 +338,34 @@ def plan_context(view: PlanView, form: bool = True) -> dict[str, Any]:
         chart_version=hashlib.sha1(view.url.encode()).hexdigest()[:10], url=view.url,
         levers_url=f"/plan/levers{query}",
         exports=deploy_exports(result, query), size_link=size_link(result),
+        start_levers=start_lever_rows(result, view.url),
     )
     context["show_memory"] = not has_base or _estimated_base(view.base_doc)
     return context
+
+
+_KEY_OF_PATH = {knob.path: knob.key for knob in plan_query.KNOBS}
+
+
+def start_lever_rows(result: Mapping[str, Any], url: str) -> list[dict[str, Any]]:
+    """The not-starting card's levers: the change, its result and the plan page with it applied."""
+    query = querystring.from_text(url) if url else {}
+    rows = []
+    for lever in result.get("start_levers") or []:
+        changed = dict(query)
+        for path, value in (lever.get("sets") or {}).items():
+            key = _KEY_OF_PATH.get(path)
+            if key is None:
+                break
+            if value is None:
+                changed.pop(key, None)
+            else:
+                changed[key] = _size_text(value) if key == "gpu_total" else str(value)
+        else:
+            rows.append({**lever, "url": querystring.page_url("/plan", changed) if url else ""})
+            continue
+        rows.append({**lever, "url": ""})
+    return rows
 
 
 EXPORT_LABELS = {

@@ -1,0 +1,77 @@
+"""Issue 17 item 4: a plan that will not start leads with why, shows no capacity as if it were
+real, offers no flag that would fail, and says what would make it start, with each result."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pytest
+
+from app.services import plans
+
+from .support import TestClient
+
+TIB_MANUAL = "/plan?model=llama-3.1-70b&gpu_total=80GiB&tp=4&kv_bytes=1TiB"
+TP1_70B = "/plan?model=llama-3.1-70b&gpu_total=80GiB"
+_LEVER = re.compile(r'<tr data-knob="([^"]+)" data-starts="(yes|no)">\s*<td>(?:<a href="([^"]+)">)?([^<]*)'
+                    r'(?:</a>)?</td>\s*<td>(.*?)</td>', re.S)
+
+
+def _page(client: TestClient, url: str) -> str:
+    response = client.get(url)
+    assert response.status_code == 200, response.text[:300]
+    return str(response.text)
+
+
+def _kpi(page: str, key: str) -> str:
+    match = re.search(rf'data-kpi="{key}">\s*<div class="label">[^<]*</div>\s*<div class="value">([^<]*)</div>', page)
+    assert match, key
+    return html.unescape(match[1]).strip()
+
+
+@pytest.mark.parametrize("url", [TIB_MANUAL, TP1_70B])
+def test_a_plan_that_will_not_start_leads_with_why_and_shows_no_capacity(client: TestClient, url: str) -> None:
+    page = _page(client, url)
+    results = page[page.index('<section id="results"'):]
+    assert results.index('id="not-starting"') < results.index('class="kpis"')  # why comes first
+    card = results[results.index('id="not-starting"'):results.index('class="kpis"')]
+    assert card.count('<li class="error">') >= 1 and "will not" in card
+    for key in ("tokens", "kv", "concurrency"):
+        assert _kpi(page, key) == "—", key
+    assert _kpi(page, "starts") == "no"
+    # no flag that would fail: no command, no uniform budget (0 B on a rank with no room), no copy for them
+    assert 'id="flags-text"' not in page and 'id="uniform-flag"' not in page and 'id="flags-refused"' in page
+    offered = re.findall(r"<pre[^>]*>(.*?)</pre>", page, re.S)
+    assert not any("--kv-cache-memory-bytes" in text or "vllm serve" in text for text in offered), offered
+
+
+def test_the_levers_say_what_would_make_it_start_and_each_link_keeps_its_promise(client: TestClient) -> None:
+    rows = _LEVER.findall(_page(client, TP1_70B))
+    knobs = {knob: (starts, href, change, result) for knob, starts, href, change, result in rows}
+    assert {"tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "quantization", "gpu"} <= set(knobs)
+    assert "TP 1 → 4" in knobs["tensor_parallel_size"][2]
+    for knob, (starts, href, change, result) in knobs.items():
+        assert href, knob
+        lever_page = _page(client, html.unescape(href))
+        started = 'id="not-starting"' not in lever_page
+        assert started == (starts == "yes"), (knob, change, href)
+        if started:  # the tokens the lever promised are the tokens its page shows
+            promised = re.search(r"([\d,]+) tokens", result)
+            assert promised and promised[1] == _kpi(lever_page, "tokens"), (knob, result)
+
+
+def test_a_manual_budget_too_large_offers_dropping_it() -> None:
+    doc = {"model": {"catalogue": "llama-3.1-70b"}, "gpu": {"total": "80GiB"}, "layout": {"tp": 4},
+           "engine": {"kv_cache_memory_bytes": "1TiB"}}
+    out = plans.run_plan(doc, with_levers=False)
+    assert out["will_start"] is False
+    drop = next(lv for lv in out["start_levers"] if lv["knob"] == "kv_cache_memory_bytes")
+    assert drop["will_start"] and drop["sets"] == {"engine.kv_cache_memory_bytes": None}
+    plain = plans.run_plan({**doc, "engine": {}}, with_levers=False)
+    assert drop["tokens_after"] == plain["tokens"]
+
+
+def test_a_plan_that_starts_has_no_start_levers() -> None:
+    out = plans.run_plan({"model": {"catalogue": "llama-3.1-8b"}, "gpu": {"total": "80GiB"}}, with_levers=False)
+    assert out["will_start"] and out["start_levers"] == []
