@@ -89,6 +89,7 @@ class HistoryPoint:
     min_tokens: int | None
     changes: tuple[str, ...]
     previous_id: int | None = None
+    previous_slug: str | None = None
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,8 @@ def deployment_history(session: Session, slug: str, page: int = 1, page_size: in
     previous = older[0] if older else None
     for ledger in chrono:
         changes = evidence_readings(previous.evidence, ledger.evidence) if previous is not None else ()
-        points.append(HistoryPoint(ledger, min_tokens(ledger), changes, previous.id if previous else None))
+        points.append(HistoryPoint(ledger, min_tokens(ledger), changes, previous.id if previous else None,
+                                   previous.slug if previous else None))
         previous = ledger
     newest = alerts_for(shown[0]) if shown and page == 1 else ()
     return History(deployment, total, page, pages, tuple(shown), tuple(points), newest)
@@ -171,7 +173,8 @@ def deployment_json(record: repo.DeploymentRecord) -> JSON:
 def ledger_json(ledger: repo.LedgerSummary) -> JSON:
     out: JSON = {
         "id": ledger.id,
-        "url": f"/l/{ledger.id}",
+        "slug": ledger.slug,
+        "url": f"/l/{ledger.slug}",
         "deployment": ledger.deployment_slug,
         "created_at": ledger.created_at.isoformat(),
         "captured_at": ledger.captured_at.isoformat() if ledger.captured_at else None,
@@ -199,7 +202,8 @@ def history_json(history: History) -> JSON:
         "page": history.page,
         "pages": history.pages,
         "ledgers": [ledger_json(ledger) for ledger in history.ledgers],
-        "changes": [{"ledger": p.ledger.id, "readings": list(p.changes)} for p in history.points if p.changes],
+        "changes": [{"ledger": p.ledger.id, "slug": p.ledger.slug, "readings": list(p.changes)}
+                    for p in history.points if p.changes],
         "alerts": [alert_json(a) for a in history.alerts],
         "export_url": f"/d/{history.deployment.slug}/export.json",
     }
@@ -213,27 +217,29 @@ class LedgerView:
     ledger: repo.LedgerRecord
     alerts: tuple[audit.Alert, ...]
     previous_id: int | None
+    previous_slug: str | None = None
 
 
-def previous_ledger_id(session: Session, ledger_id: int) -> int | None:
-    """The ledger just before `ledger_id` in its deployment's history (one indexed query)."""
+def previous_ledger(session: Session, ledger_id: int) -> tuple[int, str | None] | None:
+    """The ledger just before `ledger_id` in its deployment's history, (id, slug) (one indexed query)."""
     this = select(Ledger.created_at, Ledger.deployment_id).where(Ledger.id == ledger_id).subquery()
     earlier = or_(
         Ledger.created_at < this.c.created_at,
         and_(Ledger.created_at == this.c.created_at, Ledger.id < ledger_id),
     )
-    found: int | None = session.scalar(
-        select(Ledger.id)
+    found = session.execute(
+        select(Ledger.id, Ledger.slug)
         .where(Ledger.deployment_id == this.c.deployment_id, earlier)
         .order_by(Ledger.created_at.desc(), Ledger.id.desc())
         .limit(1)
-    )
-    return found
+    ).first()
+    return (found.id, found.slug) if found is not None else None
 
 
 def ledger_view(session: Session, ledger_id: int) -> LedgerView:
     ledger = repo.get_ledger(session, ledger_id)
-    return LedgerView(ledger, alerts_for(ledger), previous_ledger_id(session, ledger_id))
+    previous = previous_ledger(session, ledger_id)
+    return LedgerView(ledger, alerts_for(ledger), previous[0] if previous else None, previous[1] if previous else None)
 
 
 @dataclass(frozen=True)

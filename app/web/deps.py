@@ -130,6 +130,36 @@ async def check_write_token(request: Request) -> None:
         raise HTTPException(403, "The write token is wrong.")
 
 
+# ---------------------------------------------------------------- the list guard
+
+LIST_COOKIE = "kvledger_token"
+TOKEN_QUERY = "token"
+
+
+def list_token_ok(request: Request) -> bool:
+    """Whether this request may see the lists (no token configured, or it carries the right one
+    in the header, the `token` query parameter or the cookie `/unlock` sets)."""
+    expected: str | None = request.app.state.settings.write_token
+    if not expected:
+        return True
+    for given in (request.headers.get(TOKEN_HEADER), request.query_params.get(TOKEN_QUERY),
+                  request.cookies.get(LIST_COOKIE)):
+        if given and hmac.compare_digest(given.encode(), expected.encode()):
+            return True
+    return False
+
+
+def require_list_token(request: Request) -> None:
+    """The lists (saved plans, deployments, a deployment's ledgers and its export) reveal links;
+    with KVLEDGER_WRITE_TOKEN set they need the token too (issue 12 item 6): 401 without it."""
+    if not list_token_ok(request):
+        raise HTTPException(
+            401, f"This list needs the server's token: send it in the {TOKEN_HEADER} header or the "
+                 f"{TOKEN_QUERY} query parameter, or unlock the lists in this browser below.")
+
+
+ListGuard = Depends(require_list_token)
+
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 

@@ -93,7 +93,9 @@ async def http_error(request: Request, exc: Exception) -> Response:
         response.headers.update(headers)
         return response
     context = {"error": {"field": "", "message": message, "key": None}, "field_errors": {},
-               "status": exc.status_code, "title": message}
+               "status": exc.status_code, "title": message,
+               # A list behind the token (GET 401): the page offers to unlock the lists in this browser.
+               "unlock": request.url.path if exc.status_code == 401 and request.method == "GET" else None}
     return render(request, ERROR_PAGE, context, status_code=exc.status_code, headers=headers)
 
 

@@ -91,3 +91,30 @@ def test_history_chart_and_ledger_diff_render(browser: Any, saved_server: str, a
     page.screenshot(path=str(artifacts / "saved-ledger-diff.png"), full_page=True)
     context.close()
     assert errors == []
+
+
+def test_the_listed_checkbox_decides_whether_the_list_shows_a_plan(browser: Any, saved_server: str) -> None:
+    """Listing is opt-in: the save form's "listed" checkbox starts unchecked; a plan saved without
+    it opens by its link but is not on /p; one saved with it is."""
+    errors: list[str] = []
+    context, page = _page(browser, saved_server, errors)
+    links = {}
+    for title, listed in (("quiet plan e2e", False), ("listed plan e2e", True)):
+        page.goto("/p")
+        assert page.is_checked("#f-listed") is False  # the default: unlisted
+        page.fill("#f-plan", "/plan?model=llama-3.1-8b&tp=1")
+        page.fill("#f-title", title)
+        if listed:
+            page.check("#f-listed")
+        page.click("#save-plan-form button[type=submit]")
+        page.wait_for_url("**/p/*")
+        links[title] = page.url
+    page.goto("/p")
+    listing = page.inner_text("#saved-list")
+    assert "listed plan e2e" in listing and "quiet plan e2e" not in listing
+    page.goto(links["quiet plan e2e"])  # unlisted is not private: its link opens it
+    assert page.inner_text("h1") == "quiet plan e2e"
+    page.goto("/plan?model=llama-3.1-8b")  # the plan page's own save form has the checkbox too
+    assert page.is_checked("#save-plan input[name=listed]") is False
+    context.close()
+    assert errors == []

@@ -157,11 +157,12 @@ def ledger(version: str = "0.20.1", note: str = "", **kwargs: Any) -> repo.Ledge
 
 
 def start_server(settings: Settings, log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """`kvledger serve` in a subprocess on these settings' database (ready when /p.json answers)."""
+    """`kvledger serve` in a subprocess on these settings' database (ready when /p.json answers, or
+    with a token, which the lists need, when a plan's address answers its 404)."""
     env = {"KVLEDGER_DATABASE_URL": settings.database_url, "KVLEDGER_DEMO_DATA": "1" if settings.demo_data else "0"}
     if settings.write_token:
         env["KVLEDGER_WRITE_TOKEN"] = settings.write_token
-    return server.start_server(env, log_path, ready="/p.json")
+    return server.start_server(env, log_path, ready="/p.json?token=" + (settings.write_token or ""))
 
 
 stop_server = server.stop_server

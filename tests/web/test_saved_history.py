@@ -61,7 +61,8 @@ def test_import_logs_and_read_the_history(client: TestClient, renders: list[Rend
     response = client.post("/d/qwen-3090/ledgers", data={"text": log_text(NEW_LOG), "captured_at": "2026-05-14"},
                            follow_redirects=False)
     assert response.status_code == 303
-    new_id = int(response.headers["location"].rsplit("/", 1)[1])
+    new_slug = response.headers["location"].rsplit("/", 1)[1]
+    new_id = client.get(f"/l/{new_slug}.json").json()["id"]
 
     page = client.get("/d/qwen-3090")
     assert page.status_code == 200
@@ -77,16 +78,19 @@ def test_import_logs_and_read_the_history(client: TestClient, renders: list[Rend
 
     twin = client.get("/d/qwen-3090.json").json()
     assert [item["id"] for item in twin["ledgers"]] == [new_id, old["id"]]
-    assert twin["changes"][0]["ledger"] == new_id
-    assert client.get(f"/l/{new_id}.json").json()["previous"] == old["id"]
-    ledger_page = client.get(f"/l/{new_id}")
+    assert twin["changes"][0]["ledger"] == new_id and twin["changes"][0]["slug"] == new_slug
+    assert [item["url"] for item in twin["ledgers"]] == [f"/l/{new_slug}", old["url"]]
+    newer = client.get(f"/l/{new_slug}.json").json()
+    assert (newer["previous"], newer["previous_slug"]) == (old["id"], old["slug"])
+    ledger_page = client.get(f"/l/{new_slug}")
     assert ledger_page.status_code == 200 and "Available KV cache memory" in ledger_page.text  # the source log
 
 
 def test_diff_every_row_on_every_rank(settings: Settings, client: TestClient, renders: list[RenderEvent]) -> None:
     add_deployment(settings, "dep")
-    a = add_ledger(settings, "dep", ledger("0.20.1", ranks=rows(kv_gib=60, graph_mib=300)))
-    b = add_ledger(settings, "dep", ledger("0.21.0", ranks=rows(kv_gib=58, graph_mib=2348, free_drop_rank=3)))
+    add_ledger(settings, "dep", ledger("0.20.1", ranks=rows(kv_gib=60, graph_mib=300)))
+    add_ledger(settings, "dep", ledger("0.21.0", ranks=rows(kv_gib=58, graph_mib=2348, free_drop_rank=3)))
+    b, a = (item["slug"] for item in client.get("/d/dep.json").json()["ledgers"])
     page = client.get(f"/diff?a={a}&b={b}&max_model_len=32768")
     assert page.status_code == 200
     view = last_render(renders, "pages/ledger_diff.html").context["view"]
@@ -150,9 +154,10 @@ def test_bad_input_is_inline_or_422_never_500(client: TestClient, renders: list[
         api = client.post("/api/v1/deployments/dep/ledgers", data=data)
         assert api.status_code == 422 and api.json()["error"]["field"] == field
     assert client.post("/api/v1/deployments/nope/ledgers", data={"text": log_text(OLD_LOG)}).status_code == 404
-    assert client.get("/d/nope").status_code == 404 and client.get("/l/999999").status_code == 404
+    assert client.get("/d/nope").status_code == 404 and client.get("/l/no-such-ledger").status_code == 404
     assert client.get("/diff?a=x&b=1").status_code == 422
-    assert client.get("/diff.json?a=1&b=999999").status_code == 404
+    numbers = client.get("/diff.json?a=1&b=999999")  # ledger numbers are not addresses
+    assert numbers.status_code == 422 and "no longer addresses" in numbers.json()["error"]["message"]
     assert client.get("/d/dep.json").json()["total"] == 0  # nothing half-stored
 
 
@@ -162,12 +167,13 @@ def test_user_text_renders_inert(settings: Settings, client: TestClient) -> None
                                        log=XSS + "\n"))
     add_ledger(settings, "xss", ledger("0.21.0", ranks=rows(2)))
     escaped = "&lt;img src=x onerror=alert(1)&gt;"
-    for path in ("/d", "/d/xss", "/l/1", "/diff?a=1&b=2"):
+    b, a = (item["slug"] for item in client.get("/d/xss.json").json()["ledgers"])
+    for path in ("/d", "/d/xss", f"/l/{a}", f"/diff?a={a}&b={b}"):
         html = client.get(path).text
         assert XSS not in html and escaped in html, path
     chart = client.get("/d/xss").text.split('id="chart-history-data"', 1)[1].split("</script>", 1)[0]
     assert "<img" not in chart and "\\u0026lt;img" in chart  # escaped for plotly, then for HTML
-    assert client.get("/l/1.json").json()["note"] == XSS  # stored as given
+    assert client.get(f"/l/{a}.json").json()["note"] == XSS  # stored as given
 
 
 def test_oversized_logs_get_a_clear_413(database_url: str) -> None:
@@ -197,7 +203,8 @@ def test_upload_a_log_file_and_ledgers_stay_immutable(client: TestClient) -> Non
     response = client.post("/api/v1/deployments/dep/ledgers", data={"note": "uploaded"},
                            files={"file": ("boot.log", log_text(OLD_LOG).encode())})
     assert response.status_code == 201, response.text
-    ledger_id = response.json()["id"]
+    ledger_id = response.json()["slug"]
+    assert response.headers["location"] == f"/l/{ledger_id}"
     before = client.get(f"/l/{ledger_id}.json").json()
     assert before["source_log"] == log_text(OLD_LOG) and before["note"].startswith("uploaded")
     for method in ("PUT", "PATCH", "DELETE"):

@@ -51,8 +51,10 @@ def _recent_plans(request: Request) -> list[dict[str, str]]:
     from sqlalchemy.exc import SQLAlchemyError
 
     from app.db import repository
-    from app.web.deps import database
+    from app.web.deps import database, list_token_ok
 
+    if not list_token_ok(request):  # with a token set, the list is the token holder's
+        return []
     try:
         with database(request.app).read() as session:
             plans = repository.list_listed_plans(session, 6)

@@ -14,12 +14,13 @@ from fastapi import APIRouter, Body, File, Form, Query, Request, UploadFile
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
+from starlette.exceptions import HTTPException
 
 from app.core.errors import InputError
 from app.db import repository as repo
 from app.services import deployments, ledger_import
 from app.services.deployments import deployment_json, diff_json, history_json, ledger_json
-from app.web.deps import SessionDep, WriterDep
+from app.web.deps import ListGuard, SessionDep, WriterDep, database
 from app.web.plan import workflows
 from app.web.responses import expect_page, render
 from app.web.saved import present
@@ -49,13 +50,13 @@ def _list_context(request: Request, session: Session) -> dict[str, Any]:
 # ---------------------------------------------------------------- deployments
 
 
-@router.get("/d", include_in_schema=False)
+@router.get("/d", include_in_schema=False, dependencies=[ListGuard])
 def deployments_page(request: Request, session: SessionDep) -> Response:
     return render(request, expect_page(request, "pages/deployments.html", _list_context(request, session)))
 
 
-@router.get("/d.json", include_in_schema=False)
-@router.get("/api/v1/deployments", tags=["api"], summary="Every deployment")
+@router.get("/d.json", include_in_schema=False, dependencies=[ListGuard])
+@router.get("/api/v1/deployments", tags=["api"], summary="Every deployment", dependencies=[ListGuard])
 def deployments_json(session: SessionDep) -> JSONResponse:
     records = repo.list_deployments(session)
     return JSONResponse({"deployments": [deployment_json(r) for r in records]})
@@ -116,13 +117,13 @@ def import_deployment_form(
     return RedirectResponse(f"/d/{record.slug}", status_code=303)
 
 
-@router.get("/d/{slug}.json", include_in_schema=False)
+@router.get("/d/{slug}.json", include_in_schema=False, dependencies=[ListGuard])
 def deployment_json_twin(slug: str, session: SessionDep, page: int = 1) -> JSONResponse:
     history = deployments.deployment_history(session, slug, page)
     return JSONResponse(history_json(history))
 
 
-@router.get("/d/{slug}/export.json", include_in_schema=False)
+@router.get("/d/{slug}/export.json", include_in_schema=False, dependencies=[ListGuard])
 def export_deployment(slug: str, session: SessionDep) -> JSONResponse:
     data = deployments.export_deployment(session, slug)
     disposition = f'attachment; filename="kvledger-{slug}.json"'
@@ -134,7 +135,7 @@ def _history_page(request: Request, session: Session, slug: str, page: int = 1) 
     return present.history_context(history, request)
 
 
-@router.get("/d/{slug}", include_in_schema=False)
+@router.get("/d/{slug}", include_in_schema=False, dependencies=[ListGuard])
 def deployment_page(request: Request, session: SessionDep, slug: str, page: int = 1) -> Response:
     context = _history_page(request, session, slug, page)
     return render(request, expect_page(request, "pages/deployment.html", context))
@@ -165,6 +166,7 @@ LogForm = Annotated[str, Form(description="the vLLM start-up log text")]
 
 def _store_log(request: Request, writer: Any, slug: str, text: str, file: UploadFile | None,
                run: str, note: str, captured_at: str) -> int:
+    """Import the log as a new ledger of deployment `slug`; its id."""
     settings = request.app.state.settings
     content = workflows.log_text(text, file, settings.max_log_bytes)
     return ledger_import.import_log_ledger(writer, slug, content, run_index=_run(run), note=note,
@@ -188,7 +190,9 @@ def import_log_form(
     context["form"] = {"note": note, "captured_at": captured_at, "run": run}
     expect_page(request, "pages/deployment.html", context)
     ledger_id = _store_log(request, writer, slug, text, file, run, note, captured_at)
-    return RedirectResponse(f"/l/{ledger_id}", status_code=303)
+    with database(request.app).read() as fresh:  # a new session: sees the commit
+        address = repo.get_ledger(fresh, ledger_id, with_source_log=False).slug
+    return RedirectResponse(f"/l/{address}", status_code=303)
 
 
 @router.post("/api/v1/deployments/{slug}/ledgers", tags=["api"], status_code=201,
@@ -206,23 +210,36 @@ def import_log_api(
 ) -> JSONResponse:
     ledger_id = _store_log(request, writer, slug, text, file, run, note, captured_at)
     ledger = repo.get_ledger(session, ledger_id, with_source_log=False)  # its first query: sees the commit
-    return JSONResponse(ledger_json(ledger), status_code=201, headers={"Location": f"/l/{ledger_id}"})
+    return JSONResponse(ledger_json(ledger), status_code=201, headers={"Location": f"/l/{ledger.slug}"})
 
 
-@router.get("/l/{ledger_id:int}.json", include_in_schema=False)
-def ledger_json_twin(ledger_id: int, session: SessionDep) -> JSONResponse:
-    view = deployments.ledger_view(session, ledger_id)
+#: What a retired numeric ledger address (/l/{n}, /l/{n}.json) answers: 410 Gone, for every n,
+#: stored or not (so the answer tells nothing about which numbers exist).
+RETIRED = ("Ledgers are no longer addressed by number: numbered addresses could be counted through. "
+           "Each ledger has an unguessable link, /l/<slug>; find it on its deployment's history page.")
+
+
+@router.get("/l/{number:int}.json", include_in_schema=False)
+@router.get("/l/{number:int}", include_in_schema=False)
+def retired_ledger_number(number: int) -> Response:
+    raise HTTPException(410, RETIRED)
+
+
+@router.get("/l/{slug}.json", include_in_schema=False)
+def ledger_json_twin(slug: str, session: SessionDep) -> JSONResponse:
+    view = deployments.ledger_view(session, repo.ledger_id_for_slug(session, slug))
     out = ledger_json(view.ledger)
     out["alerts"] = [{"code": x.code, "message": x.message, "rank": x.rank} for x in view.alerts]
     out["previous"] = view.previous_id
+    out["previous_slug"] = view.previous_slug
     return JSONResponse(out)
 
 
-@router.get("/l/{ledger_id:int}", include_in_schema=False)
-def ledger_page(request: Request, ledger_id: int, session: SessionDep) -> Response:
-    view = deployments.ledger_view(session, ledger_id)
+@router.get("/l/{slug}", include_in_schema=False)
+def ledger_page(request: Request, slug: str, session: SessionDep) -> Response:
+    view = deployments.ledger_view(session, repo.ledger_id_for_slug(session, slug))
     context = {"nav": "deployments", "view": view, "ledger": view.ledger, "row_fields": ROW_LABELS,
-               "json_url": f"/l/{ledger_id}.json"}
+               "json_url": f"/l/{slug}.json"}
     return render(request, expect_page(request, "pages/ledger.html", context))
 
 
@@ -233,10 +250,16 @@ ROW_LABELS = (
 )
 
 
-def _ledger_id(text: str, field: str) -> int:
-    if not text.strip().isdigit():
-        raise InputError(field, "give a ledger number (see the deployment's ledger list)")
-    return int(text.strip())
+def _ledger_id(session: Session, text: str, field: str) -> int:
+    """The ledger a diff side names by its slug (the last part of its /l/<slug> link)."""
+    given = text.strip().rstrip("/").rsplit("/", 1)[-1]
+    if not given or given.isdigit():
+        raise InputError(field, "give the ledger's link or slug (/l/<slug>, on the deployment's history page); "
+                                "ledger numbers are no longer addresses")
+    try:
+        return repo.ledger_id_for_slug(session, given)
+    except repo.NotFound:
+        raise InputError(field, f"no ledger has the address {given[:40]!r}") from None
 
 
 def _max_model_len(text: str) -> int | None:
@@ -249,7 +272,8 @@ def _max_model_len(text: str) -> int | None:
 
 @router.get("/diff.json", include_in_schema=False)
 def diff_json_twin(session: SessionDep, a: str = "", b: str = "", max_model_len: str = "") -> JSONResponse:
-    view = deployments.ledger_diff(session, _ledger_id(a, "a"), _ledger_id(b, "b"), _max_model_len(max_model_len))
+    view = deployments.ledger_diff(session, _ledger_id(session, a, "a"), _ledger_id(session, b, "b"),
+                                   _max_model_len(max_model_len))
     return JSONResponse(diff_json(view))
 
 
@@ -261,7 +285,8 @@ def diff_page(request: Request, session: SessionDep, a: str = "", b: str = "", m
                         "row_fields": ROW_LABELS, "json_url": ""})
     if not a and not b:
         return render(request, spec)
-    view = deployments.ledger_diff(session, _ledger_id(a, "a"), _ledger_id(b, "b"), _max_model_len(max_model_len))
-    json_url = f"/diff.json?a={view.a.id}&b={view.b.id}" + (f"&max_model_len={view.max_model_len}"
+    view = deployments.ledger_diff(session, _ledger_id(session, a, "a"), _ledger_id(session, b, "b"),
+                                   _max_model_len(max_model_len))
+    json_url = f"/diff.json?a={view.a.slug}&b={view.b.slug}" + (f"&max_model_len={view.max_model_len}"
                                                             if view.max_model_len else "")
     return render(request, spec, {"view": view, "json_url": json_url})

@@ -18,7 +18,7 @@ from app.db import repository as repo
 from app.services import saved_plans
 from app.services.base_documents import BaseStore
 from app.web import querystring
-from app.web.deps import SessionDep, WriterDep, database
+from app.web.deps import LIST_COOKIE, ListGuard, SessionDep, WriterDep, database
 from app.web.plan import views
 from app.web.responses import expect_page, render
 from app.web.saved import present
@@ -68,14 +68,14 @@ def immutable(slug: str) -> Response:
     raise HTTPException(405, IMMUTABLE, headers={"Allow": "GET"})
 
 
-@router.get("/p", include_in_schema=False)
+@router.get("/p", include_in_schema=False, dependencies=[ListGuard])
 def saved_list(request: Request, session: SessionDep) -> Response:
     spec = expect_page(request, "pages/saved_plans.html", present.saved_list_context([], request))
     plans = repo.list_listed_plans(session, 50)
     return render(request, spec, {"plans": plans})
 
 
-@router.get("/p.json", include_in_schema=False)
+@router.get("/p.json", include_in_schema=False, dependencies=[ListGuard])
 def saved_list_json(session: SessionDep) -> JSONResponse:
     plans = repo.list_listed_plans(session, 50)
     return JSONResponse({"plans": [saved_plans.summary_json(p) for p in plans]})
@@ -151,6 +151,22 @@ def save_from_whatif(
         raise InputError("plan", f"{exc.message} ({key})" if key else exc.message) from None
     saved = saved_plans.save_document(writer, doc, title, parent.strip() or None, listed=bool(listed))
     return RedirectResponse(f"/p/{saved.slug}", status_code=303)
+
+
+@router.post("/unlock", include_in_schema=False)
+def unlock_lists(
+    request: Request,
+    token: Annotated[str, Form()] = "",
+    next: Annotated[str, Form()] = "/p",
+) -> Response:
+    """Let this browser see the lists: the write policy has checked the token (form field `token`);
+    it is kept in an HttpOnly, SameSite=Strict cookie that only the list guard reads (it never
+    authorises a write)."""
+    target = next if next.startswith("/") and not next.startswith("//") and "\\" not in next else "/p"
+    response = RedirectResponse(target, status_code=303)
+    if token and request.app.state.settings.write_token:
+        response.set_cookie(LIST_COOKIE, token, httponly=True, samesite="strict", path="/")
+    return response
 
 
 def _restore_parent_base(reader: sessionmaker[Session], parent: str, base_id: str, bases: BaseStore) -> None:
