@@ -15,3 +15,7 @@ class InputError(ValueError):
         """The same error, re-rooted under a parent field path."""
         path = f"{prefix}.{self.field}" if self.field else prefix
         return InputError(path, self.message)
+
+
+class ConflictError(InputError):
+    """The input names something that already exists (a taken slug): the web answers 409."""

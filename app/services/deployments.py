@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.core import audit
 from app.core.audit import ROW_FIELDS, LedgerSnapshot
-from app.core.errors import InputError
+from app.core.errors import ConflictError, InputError
 from app.db import exchange
 from app.db import repository as repo
 from app.db.models import Ledger
@@ -73,7 +73,7 @@ def create_deployment(factory: sessionmaker[Session], given: DeploymentIn) -> re
             lambda s: repo.create_deployment(s, slug, given.name, given.model, given.layout, given.hardware),
         )
     except repo.Conflict as exc:
-        raise InputError("slug", str(exc)) from None
+        raise ConflictError("slug", str(exc)) from None
     except repo.InvalidInput as exc:
         raise InputError("", str(exc)) from None
 
@@ -303,6 +303,6 @@ def import_deployment(factory: sessionmaker[Session], data: object, slug: str | 
     try:
         return run_write(factory, lambda s: exchange.import_deployment(s, data, slug=slug))
     except repo.Conflict as exc:
-        raise InputError("slug", f"{exc}; import it under another slug") from None
+        raise ConflictError("slug", f"{exc}; import it under another slug") from None
     except repo.InvalidInput as exc:
         raise InputError("file", str(exc)) from None

@@ -1,7 +1,8 @@
 """Every error that reaches a user is mapped here, in one place, to a response.
 
 - InputError (the domain's "this input is wrong", with a dotted field path; the simulator's
-  `SimInputError` is one): 422. On the API and .json twins `{"error": {"field", "message"}}`; on
+  `SimInputError` is one): 422; its `ConflictError` (a taken slug) 409. On the API and .json
+  twins `{"error": {"field", "message"}}`; on
   a page, the page the route declared, re-rendered with the message next to the field (a
   fragment for htmx, else the whole page).
 - FastAPI's request validation errors: the same 422 shapes.
@@ -28,7 +29,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
-from app.core.errors import InputError
+from app.core.errors import ConflictError, InputError
 from app.db import repository as repo
 from app.services.sim_jobs import JobLimitError
 from app.web import querystring
@@ -60,11 +61,12 @@ def error_context(exc: InputError, field_key: Callable[[str], str | None] | None
 
 async def input_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, InputError)
+    status = 409 if isinstance(exc, ConflictError) else 422  # a taken slug: 409, on the form as well
     if wants_json(request.url.path):
-        return error_json(exc.field, exc.message, 422)
+        return error_json(exc.field, exc.message, status)
     spec = declared_page(request) or ERROR_PAGE
-    context = {**error_context(exc, spec.field_key), "status": 422, "title": "Input error"}
-    return render(request, spec, context, status_code=422)
+    context = {**error_context(exc, spec.field_key), "status": status, "title": "Input error"}
+    return render(request, spec, context, status_code=status)
 
 
 def _loc(loc: tuple[int | str, ...] | list[int | str]) -> str:

@@ -133,7 +133,8 @@ def test_export_import_round_trip_over_http(client: TestClient) -> None:
                          files={"file": ("export.json", json.dumps(client.get("/d/src/export.json").json()))},
                          follow_redirects=False)
     assert upload.status_code == 303 and upload.headers["location"] == "/d/copy2"
-    assert client.post("/api/v1/deployments/import", json=data, params={"slug": "copy"}).status_code == 422
+    taken = client.post("/api/v1/deployments/import", json=data, params={"slug": "copy"})
+    assert taken.status_code == 409 and taken.json()["error"]["field"] == "slug"
     assert client.post("/api/v1/deployments/import", json={"format": "x"}).status_code == 422
 
 
@@ -144,7 +145,11 @@ def test_bad_input_is_inline_or_422_never_500(client: TestClient, renders: list[
     assert client.post("/d", data={"slug": "ok", "name": ""}).status_code == 422
     assert client.post("/api/v1/deployments", json={"slug": "a.json", "name": "x"}).status_code == 422
     _create(client, "dep")
-    assert client.post("/api/v1/deployments", json={"slug": "dep", "name": "again"}).status_code == 422
+    taken = client.post("/api/v1/deployments", json={"slug": "dep", "name": "again"})
+    assert taken.status_code == 409 and "already exists" in taken.json()["error"]["message"]
+    form = client.post("/d", data={"slug": "dep", "name": "again"})  # the form shows it beside the field
+    assert form.status_code == 409
+    assert last_render(renders, "pages/deployments.html").context["error"]["field"] == "slug"
     for data, field in (({"text": ""}, "log"), ({"text": "hello\nworld\n"}, "log"),
                         ({"text": log_text(OLD_LOG), "captured_at": "yesterday"}, "captured_at"),
                         ({"text": log_text(OLD_LOG), "run": "7"}, "run")):

@@ -26,6 +26,14 @@ from app.web.responses import expect_page, render
 from app.web.saved import present
 
 router = APIRouter()
+#: What the two deployment-creating operations can answer besides 201 (the error body is
+#: `{"error": {"field", "message"}}`); declared so OpenAPI states it.
+CREATE_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"description": "the server has a write token and it was not sent"},
+    403: {"description": "a cross-site request, or a wrong write token"},
+    409: {"description": "the slug is taken (error.field = slug)"},
+    422: {"description": "a field is invalid (error.field names it)"},
+}
 
 
 class DeploymentBody(BaseModel):
@@ -80,14 +88,14 @@ def create_deployment_form(
     return RedirectResponse(f"/d/{record.slug}", status_code=303)
 
 
-@router.post("/api/v1/deployments", tags=["api"], status_code=201,
+@router.post("/api/v1/deployments", tags=["api"], status_code=201, responses=CREATE_ERRORS,
              summary="Create a deployment (a named series of ledgers)")
 def create_deployment_api(writer: WriterDep, body: DeploymentBody) -> JSONResponse:
     record = deployments.create_deployment(writer, _deployment_in(body))
     return JSONResponse(deployment_json(record), status_code=201, headers={"Location": f"/d/{record.slug}"})
 
 
-@router.post("/api/v1/deployments/import", tags=["api"], status_code=201,
+@router.post("/api/v1/deployments/import", tags=["api"], status_code=201, responses=CREATE_ERRORS,
              summary="Import a deployment exported by /d/{slug}/export.json")
 def import_deployment_api(
     writer: WriterDep,
