@@ -218,9 +218,23 @@ def validate_plan(doc: object) -> PlanDocument:
     try:
         return PlanDocument.model_validate(filled)
     except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-        message = str(err["msg"]).removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            message = "unknown field (check the spelling)"
-        raise InputError(_path(loc), message) from None
+        raise _input_error(exc) from None
+
+
+def validate_whatif(section: object) -> WhatIfDoc | None:
+    """A document's `whatif` section alone, with the errors `validate_plan` gives (`whatif.tp`)."""
+    if section is None:
+        return None
+    try:
+        return WhatIfDoc.model_validate(section)
+    except ValidationError as exc:
+        raise _input_error(exc, ("whatif",)) from None
+
+
+def _input_error(exc: ValidationError, root: tuple[str, ...] = ()) -> InputError:
+    err = exc.errors(include_url=False)[0]
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    message = str(err["msg"]).removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        message = "unknown field (check the spelling)"
+    return InputError(_path((*root, *loc)), message)

@@ -1,4 +1,4 @@
-"""Capacity-engine benchmarks: a 1,024-rank plan (128 nodes × 8 GPUs) and a kv-bytes call.
+"""Capacity-engine benchmarks: a 1,024-rank plan (128 nodes × 8 GPUs, every rank distinct) and a kv-bytes call.
 
 Run: .venv/bin/python bench/bench_core.py   (prints a Markdown block; bench/run.sh records it)
 Targets (issue 2): the plan under 5 ms, kv-bytes under 1 ms. Timings are the median of many
@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bench_plans import base_document
 from timing import median_p90
 
 from app.core.plan import compute
@@ -23,26 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def measured_1024() -> dict[str, Any]:
-    config = json.loads((ROOT / "tests" / "data" / "configs" / "llama31-70b.json").read_text())
-    ranks = [
-        {
-            "label": f"n{i // 8}-gpu{i % 8}",
-            "total": 80 * GIB,
-            "free_at_start": 79 * GIB - (i % 13) * 2**24,
-            "weights": 35 * GIB,
-            "non_torch": GIB + (i % 5) * 2**20,
-            "cuda_graphs": GIB,
-            "activation": 3 * GIB + (i % 7) * 2**22,
-        }
-        for i in range(1024)
-    ]
-    return {
-        "model": {"config": config},
-        "layout": {"tp": 8, "dp": 128},
-        "engine": {"gpu_memory_utilization": 0.9, "max_model_len": 8192},
-        "policy": {"growth_reserve": 0.08, "operating_reserve": "0.9 GiB", "avg_live_tokens": 4000},
-        "ranks": ranks,
-    }
+    """1,024 DISTINCT measured ranks (bench_plans.distinct_ranks: every row varies by rank)."""
+    return base_document(1024)
 
 
 def main() -> None:

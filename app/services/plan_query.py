@@ -12,7 +12,6 @@ the transforms move them (and a measured KV room) rather than reinterpret them.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import types
@@ -238,13 +237,14 @@ def canonical_value(key: str, raw: str) -> str:
 
 
 def _set(doc: JSON, path: str, value: object) -> None:
+    """Set a dotted path, copying each mapping on the way (copy on write: `doc` is a shallow copy
+    of an immutable base document, whose nested sections must stay untouched)."""
     parts = path.split(".")
     node = doc
     for part in parts[:-1]:
         child = node.get(part)
-        if not isinstance(child, dict):
-            child = {}
-            node[part] = child
+        child = dict(child) if isinstance(child, Mapping) else {}
+        node[part] = child
         node = child
     node[parts[-1]] = value
 
@@ -253,9 +253,18 @@ def _measured_base(doc: Mapping[str, object]) -> bool:
     return bool(doc.get("ranks")) or doc.get("from_log") is not None
 
 
+def whatif_keys(base_doc: Mapping[str, object] | None) -> frozenset[str]:
+    """The query keys `plan_from_query` writes into the `whatif` section (a measured base's
+    what-if knobs): the rest of the document depends only on the base and the other keys."""
+    if base_doc is None or not _measured_base(base_doc):
+        return frozenset()
+    return frozenset(k.key for k in KNOBS if k.whatif)
+
+
 def plan_from_query(params: Mapping[str, str], base_doc: Mapping[str, object] | None = None) -> JSON:
-    """A plan document from flat what-if parameters (unknown keys are ignored)."""
-    doc: JSON = copy.deepcopy(dict(base_doc)) if base_doc is not None else {}
+    """A plan document from flat what-if parameters (unknown keys are ignored). The base is never
+    changed and never deep-copied: the result shares its untouched parts (its ranks, its model)."""
+    doc: JSON = dict(base_doc) if base_doc is not None else {}
     if base_doc is None:
         doc["model"] = {"catalogue": DEFAULT_MODEL}
         named = (params.get("gpu") or "").strip() and not (params.get("gpu_total") or "").strip()

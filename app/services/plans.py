@@ -11,8 +11,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Callable, Mapping
-from dataclasses import replace
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from app.core.checks import plan_checks
@@ -41,7 +41,8 @@ from app.core.versions import CURRENT_VLLM, check_block_size, rules_for, schedul
 from app.core.vision import vision_geometry
 from app.core.whatif import Lever, levers, set_engine, set_max_num_batched_tokens, set_quantization, set_tp
 from app.ingest.vllm_serve import serve_notes
-from app.schemas import PlanDocument, RankDoc, validate_plan
+from app.schemas import PlanDocument, RankDoc, WhatIfDoc, validate_plan, validate_whatif
+from app.services.prepared import PureCache
 
 JSON = dict[str, Any]
 LogReader = Callable[[str], str]
@@ -131,13 +132,33 @@ def _rank_from_doc(i: int, rank: RankDoc) -> RankInput:
 
 def build_plan(doc: PlanDocument, read_log: LogReader | None = None) -> PlanInput:
     """Resolve a validated document into the core's plan input (defaults filled in)."""
-    if doc.from_log is None and doc.ranks:
-        layout_in = Layout(tp=doc.layout.tp, pp=doc.layout.pp, dp=doc.layout.dp)
-        check_rank_count(layout_in, len(doc.ranks), doc.ranks_partial)
-    if doc.from_log is not None:
-        from app.services.evidence import document_from_log
+    plan, from_log = build_base_plan(doc, read_log)
+    return _apply_whatif(_merged(from_log, doc.whatif), plan)
 
-        doc = document_from_log(doc, read_log)
+
+def build_base_plan(doc: PlanDocument, read_log: LogReader | None = None) -> tuple[PlanInput, WhatIfDoc | None]:
+    """`build_plan` before the document's own what-if is applied (the part a slider tick reuses),
+    and the what-if its log adds (settings given beside a log that differ from the run's)."""
+    if doc.from_log is None:
+        if doc.ranks:
+            layout_in = Layout(tp=doc.layout.tp, pp=doc.layout.pp, dp=doc.layout.dp)
+            check_rank_count(layout_in, len(doc.ranks), doc.ranks_partial)
+        return _base_plan(doc), None
+    from app.services.evidence import document_from_log
+
+    logged = document_from_log(doc, read_log)
+    return _base_plan(logged), logged.whatif
+
+
+def _merged(logged: WhatIfDoc | None, own: WhatIfDoc | None) -> WhatIfDoc | None:
+    """The document's own what-if over the one its log adds (its own values win, as
+    `evidence.document_from_log` merges them)."""
+    if logged is None or own is None:
+        return own or logged
+    return logged.model_copy(update=own.model_dump(exclude_none=True))
+
+
+def _base_plan(doc: PlanDocument) -> PlanInput:
     model = _quantized(resolve_model(doc), doc.engine.quantization)
     version = doc.vllm_version or CURRENT_VLLM
     gpu_total = _gpu_total(doc)
@@ -181,8 +202,7 @@ def build_plan(doc: PlanDocument, read_log: LogReader | None = None) -> PlanInpu
     if doc.serve is not None or doc.vllm_config is not None:
         notes += tuple(serve_notes(doc.model_dump(include={"serve", "vllm_config"}, exclude_none=True)))
     notes = (*notes, *_assumption_notes(doc))
-    plan = PlanInput(model, layout, engine, policy, ranks, version, gpu_total, estimated, notes)
-    return _apply_whatif(doc, plan)
+    return PlanInput(model, layout, engine, policy, ranks, version, gpu_total, estimated, notes)
 
 
 def _gpu_total(doc: PlanDocument) -> int | None:
@@ -207,20 +227,33 @@ def _engine_settings(doc: PlanDocument, max_model_len: int | None = None) -> tup
     )
 
 
-def engine_defaults(doc: object) -> dict[str, float]:
+def engine_defaults(doc: object, prepared: Prepared | None = None) -> dict[str, float]:
     """The engine values a plan document runs with where a what-if leaves them unset, by document
-    path: its own (or its what-if's) settings, else vLLM's defaults (`_engine_settings`)."""
+    path: its own (or its what-if's) settings, else vLLM's defaults (`_engine_settings`). With
+    `prepared`, the validated document before its what-if is reused."""
+    if prepared is not None and isinstance(doc, Mapping):
+        whatif = validate_whatif(doc.get("whatif"))
+        made = prepared.cache.get_or_make(("doc", prepared.key), lambda: _logged(_without_whatif(doc)), _weight)
+        assert isinstance(made, PlanDocument)
+        validated, whatif = made, _merged(made.whatif, whatif)
+    else:
+        validated = _logged(doc)
+        whatif = validated.whatif
+    util, mnbt, _, _ = _engine_settings(validated)
+    if whatif is not None:
+        util = whatif.gpu_memory_utilization or util
+        mnbt = whatif.max_num_batched_tokens or mnbt
+    return {"engine.gpu_memory_utilization": util, "engine.max_num_batched_tokens": float(mnbt)}
+
+
+def _logged(doc: object) -> PlanDocument:
+    """The validated document, its `from_log` (if any) turned into measured ranks."""
     validated = validate_plan(doc)
     if validated.from_log is not None:
         from app.services.evidence import document_from_log
 
         validated = document_from_log(validated, None)
-    util, mnbt, _, _ = _engine_settings(validated)
-    whatif = validated.whatif
-    if whatif is not None:
-        util = whatif.gpu_memory_utilization or util
-        mnbt = whatif.max_num_batched_tokens or mnbt
-    return {"engine.gpu_memory_utilization": util, "engine.max_num_batched_tokens": float(mnbt)}
+    return validated
 
 
 def _interconnect(doc: PlanDocument) -> Interconnect:
@@ -322,18 +355,58 @@ def _estimate_ranks(
     return estimate_ranks(shape, ctx, total_bytes, free_at_start)
 
 
-def _apply_whatif(doc: PlanDocument, plan: PlanInput) -> PlanInput:
-    if doc.whatif is None:
+def _apply_whatif(whatif: WhatIfDoc | None, plan: PlanInput) -> PlanInput:
+    if whatif is None:
         return _quantization_notes(plan)
-    if doc.whatif.tp is not None:
-        plan = set_tp(plan, doc.whatif.tp).plan
-    if doc.whatif.max_num_batched_tokens is not None:
-        plan = set_max_num_batched_tokens(plan, doc.whatif.max_num_batched_tokens).plan
-    if doc.whatif.gpu_memory_utilization is not None:
-        plan = set_engine(plan, gpu_memory_utilization=doc.whatif.gpu_memory_utilization).plan
-    if doc.whatif.quantization is not None:
-        plan = set_quantization(plan, doc.whatif.quantization).plan
+    if whatif.tp is not None:
+        plan = set_tp(plan, whatif.tp).plan
+    if whatif.max_num_batched_tokens is not None:
+        plan = set_max_num_batched_tokens(plan, whatif.max_num_batched_tokens).plan
+    if whatif.gpu_memory_utilization is not None:
+        plan = set_engine(plan, gpu_memory_utilization=whatif.gpu_memory_utilization).plan
+    if whatif.quantization is not None:
+        plan = set_quantization(plan, whatif.quantization).plan
     return _quantization_notes(plan)
+
+
+#: What a `Prepared` cache holds: a base plan (before the what-if) with the what-if its log adds,
+#: or a validated document.
+Preparation = tuple[PlanInput, WhatIfDoc | None] | PlanDocument
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Where `run_plan` and `engine_defaults` may reuse the work a document gives before its
+    what-if: a pure cache and this document's key in it. The key must determine the document
+    without its `whatif` section (the web uses the base document's content id and the query's
+    other values; see `app.services.prepared`)."""
+
+    cache: PureCache[Preparation]
+    key: Hashable
+
+
+def _without_whatif(doc: Mapping[str, object]) -> dict[str, object]:
+    return {k: v for k, v in doc.items() if k != "whatif"}
+
+
+def _weight(value: Preparation) -> int:
+    return len((value[0] if isinstance(value, tuple) else value).ranks or ()) + 1
+
+
+def plan_input(doc: object, read_log: LogReader | None = None, prepared: Prepared | None = None) -> PlanInput:
+    """`build_plan(validate_plan(doc))`; with `prepared`, only the what-if is validated and
+    applied when the rest of the document was built before under the same key."""
+    if prepared is None or not isinstance(doc, Mapping):
+        return build_plan(validate_plan(doc), read_log)
+    whatif = validate_whatif(doc.get("whatif"))
+
+    def make() -> tuple[PlanInput, WhatIfDoc | None]:
+        return build_base_plan(validate_plan(_without_whatif(doc)), read_log)
+
+    made = prepared.cache.get_or_make(("plan", prepared.key), make, _weight)
+    assert isinstance(made, tuple)
+    base, logged = made
+    return _apply_whatif(_merged(logged, whatif), base)
 
 
 def allowed_tp_for(plan: PlanInput, limit: int = 64) -> tuple[int, ...]:
@@ -368,9 +441,16 @@ def _lever_json(lv: Lever) -> JSON:
     }
 
 
-def run_plan(doc: object, read_log: LogReader | None = None, with_levers: bool = True, check: bool = False) -> JSON:
-    """Validate, resolve and compute a plan document; the JSON result (with ``checks`` when asked)."""
-    plan = build_plan(validate_plan(doc), read_log)
+def run_plan(
+    doc: object,
+    read_log: LogReader | None = None,
+    with_levers: bool = True,
+    check: bool = False,
+    prepared: Prepared | None = None,
+) -> JSON:
+    """Validate, resolve and compute a plan document; the JSON result (with ``checks`` when asked).
+    With `prepared`, the document's part before the what-if is reused (`plan_input`)."""
+    plan = plan_input(doc, read_log, prepared)
     try:
         result = compute(plan)
     except InputError as exc:

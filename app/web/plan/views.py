@@ -19,6 +19,7 @@ from typing import Any
 from app.core.errors import InputError
 from app.services import plan_query, plans
 from app.services.base_documents import BaseStore
+from app.services.prepared import PureCache
 from app.web import querystring
 
 #: Plans with more ranks than this compute their levers in a follow-up request.
@@ -48,13 +49,15 @@ def resolve_base(query: Mapping[str, str], bases: BaseStore) -> dict[str, Any] |
     return doc
 
 
-def vllm_defaults(query: Mapping[str, str], base_doc: Mapping[str, Any] | None) -> dict[str, str]:
+def vllm_defaults(
+    query: Mapping[str, str], base_doc: Mapping[str, Any] | None, prepared: PureCache[plans.Preparation] | None = None
+) -> dict[str, str]:
     """What the range inputs would hold if the query did not set them: the defaults of the plan
     its structural keys describe (`plans.engine_defaults`, no plan is run); {} if it is invalid."""
     structure = plan_query.structural(query)
     if base_doc is None:
         return dict(_defaults_without_base(tuple(sorted(structure.items()))))
-    return _defaults(structure, base_doc)
+    return _defaults(structure, base_doc, _prepared(prepared, structure, base_doc))
 
 
 @functools.lru_cache(maxsize=512)
@@ -63,9 +66,11 @@ def _defaults_without_base(structure: tuple[tuple[str, str], ...]) -> tuple[tupl
     return tuple(_defaults(dict(structure), None).items())
 
 
-def _defaults(structure: Mapping[str, str], base_doc: Mapping[str, Any] | None) -> dict[str, str]:
+def _defaults(
+    structure: Mapping[str, str], base_doc: Mapping[str, Any] | None, prepared: plans.Prepared | None = None
+) -> dict[str, str]:
     try:
-        values = plans.engine_defaults(plan_query.plan_from_query(structure, base_doc))
+        values = plans.engine_defaults(plan_query.plan_from_query(structure, base_doc), prepared)
     except InputError:
         return {}
     return plan_query.vllm_defaults(values)
@@ -77,27 +82,38 @@ CacheKey = tuple[tuple[tuple[str, str], ...], bool | None]
 
 class PlanCache:
     """The most recently computed plans, by what-if query: a slider dragged back, a reload or a
-    shared link costs no recompute. Thread-safe and bounded; entries are never mutated (base
-    documents are immutable under their id, and the code cannot change under a running app)."""
+    shared link costs no recompute. Thread-safe and bounded by entries and by the ranks their
+    results hold (so a few 16,384-rank plans cannot hold gigabytes); entries are never mutated
+    (base documents are immutable under their id, and the code cannot change under a running app)."""
 
-    def __init__(self, capacity: int = 256) -> None:
+    def __init__(self, capacity: int = 256, max_ranks: int = 65_536) -> None:
         self.capacity = capacity
-        self._views: OrderedDict[CacheKey, PlanView] = OrderedDict()
+        self.max_ranks = max_ranks
+        self._views: OrderedDict[CacheKey, tuple[PlanView, int]] = OrderedDict()
+        self._ranks = 0
         self._lock = threading.Lock()
+        #: Validated base documents and their built plans, so a tick only applies the what-if.
+        self.prepared: PureCache[plans.Preparation] = PureCache()
 
     def get(self, key: CacheKey) -> PlanView | None:
         with self._lock:
-            view = self._views.get(key)
-            if view is not None:
-                self._views.move_to_end(key)
-            return view
+            found = self._views.get(key)
+            if found is None:
+                return None
+            self._views.move_to_end(key)
+            return found[0]
 
     def put(self, key: CacheKey, view: PlanView) -> None:
+        ranks = len(view.result.get("ranks") or ()) + 1
+        if ranks > self.max_ranks:
+            return
         with self._lock:
-            self._views[key] = view
-            self._views.move_to_end(key)
-            while len(self._views) > self.capacity:
-                self._views.popitem(last=False)
+            old = self._views.pop(key, None)
+            self._ranks += ranks - (old[1] if old else 0)
+            self._views[key] = (view, ranks)
+            while len(self._views) > self.capacity or self._ranks > self.max_ranks:
+                _, (_, dropped) = self._views.popitem(last=False)
+                self._ranks -= dropped
 
 
 def plan_view(
@@ -110,16 +126,29 @@ def plan_view(
     if cached is not None:
         return cached
     base_doc = resolve_base(query, bases)
-    defaults = vllm_defaults(query, base_doc)  # the one defaults rule, once per request
+    prepared = cache.prepared if cache is not None else None
+    defaults = vllm_defaults(query, base_doc, prepared)  # the one defaults rule, once per request
     query = plan_query.drop_defaults(query, defaults)
     doc = plan_query.plan_from_query(query, base_doc)
     with_levers = _rank_count(doc) <= INLINE_LEVERS_MAX_RANKS if levers is None else levers
-    result = plans.run_plan(doc, with_levers=with_levers)
+    result = plans.run_plan(doc, with_levers=with_levers, prepared=_prepared(prepared, query, base_doc))
     canonical = canonical_query(query, doc, base_doc, defaults)
     view = PlanView(canonical, querystring.page_url("/plan", canonical), doc, base_doc, result, defaults)
     if cache is not None:
         cache.put(key, view)
     return view
+
+
+def _prepared(
+    cache: PureCache[plans.Preparation] | None, query: Mapping[str, str], base_doc: Mapping[str, Any] | None
+) -> plans.Prepared | None:
+    """The reuse key of a what-if on a stored base: its content id and the query's values that
+    are not what-if knobs (those alone decide the document without its `whatif` section)."""
+    if cache is None or base_doc is None or "base" not in query:
+        return None
+    whatif = plan_query.whatif_keys(base_doc)
+    rest = tuple(sorted((k, v) for k, v in query.items() if k not in whatif))
+    return plans.Prepared(cache, rest)
 
 
 def canonical_query(
