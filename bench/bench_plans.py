@@ -56,8 +56,9 @@ def base_document(n: int) -> dict[str, Any]:
     }
 
 
-def fragment_ms(n: int, ticks: int) -> dict[str, float]:
-    """Median ms per slider tick (new utilization each time) on a stored base of n distinct ranks."""
+def fragment_ms(n: int, ticks: int, prepared: bool = True) -> dict[str, float]:
+    """Median ms per slider tick (new utilization each time) on a stored base of n distinct ranks;
+    `prepared=False`: without the prepared-base cache (every tick validates and builds the base)."""
     from app.settings import Settings
     from app.web.app import create_app
     from app.web.plan import present, views
@@ -70,7 +71,7 @@ def fragment_ms(n: int, ticks: int) -> dict[str, float]:
     for i in range(ticks + 1):
         params = {"base": base_id, "util": f"{0.5 + (i % 45) / 100:.2f}", "growth": f"{(i // 45) / 100:.2f}"}
         t0 = time.perf_counter()
-        view = views.plan_view(params, app.state.bases, False, app.state.plan_cache)
+        view = views.plan_view(params, app.state.bases, False, app.state.plan_cache if prepared else None)
         t1 = time.perf_counter()
         context = {**present.plan_context(view, form=False), "fragment": True}
         t2 = time.perf_counter()
@@ -103,24 +104,29 @@ def main() -> int:
     warnings.simplefilter("ignore")
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer ticks and sizes (a smoke run)")
+    parser.add_argument("--sizes", help="comma-separated rank counts (default 8,64,1024,4096,16384)")
     args = parser.parse_args()
     sizes = (8, 1024) if args.quick else (8, 64, 1024, 4096, 16384)
+    if args.sizes:
+        sizes = tuple(int(x) for x in args.sizes.split(","))
     print(f"Load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} cores.")
     print()
     print(
         "| distinct measured ranks | tick: plan view | context | render | **fragment total** | first tick "
-        "(builds the base) | fragment size | target |"
+        "(builds the base) | same ticks without the prepared base (side by side) | fragment size | target |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for n in sizes:
         ticks = 3 if args.quick else max(5, min(60, 60_000 // n))
         r = fragment_ms(n, ticks)
         first = first_tick_ms(n)
+        unprepared = fragment_ms(n, max(3, ticks // 4), prepared=False)["total"]
         target = TARGETS_MS.get(n)
         verdict = "" if target is None else f"<= {target:g} ms: {'PASS' if r['total'] <= target else 'FAIL'}"
         print(
             f"| {n:,} | {r['view']:.2f} ms | {r['context']:.2f} ms | {r['render']:.2f} ms | **{r['total']:.2f} ms** "
-            f"| {first:.1f} ms | {r['fragment_kib']:.0f} KiB | {verdict} |"
+            f"| {first:.1f} ms | {unprepared:.1f} ms ({unprepared / r['total']:.1f}x) | {r['fragment_kib']:.0f} KiB "
+            f"| {verdict} |"
         )
     print()
     print(f"Load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}.")
