@@ -106,7 +106,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="fewer ticks and sizes (a smoke run)")
     parser.add_argument("--sizes", help="comma-separated rank counts (default 8,64,1024,4096,16384)")
     args = parser.parse_args()
-    sizes = (8, 1024) if args.quick else (8, 64, 1024, 4096, 16384)
+    sizes: tuple[int, ...] = (8, 1024) if args.quick else (8, 64, 1024, 4096, 16384)
     if args.sizes:
         sizes = tuple(int(x) for x in args.sizes.split(","))
     print(f"Load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} cores.")

@@ -226,6 +226,13 @@ def _suggestions(key: str, n: int = 5) -> list[str]:
     return names[:n]
 
 
+def find_model(key: str) -> CatalogueEntry | None:
+    """The model a slug, name or Hugging Face id names (case-insensitive), or None: an exact
+    lookup, without `get_model`'s close-match search (which costs a difflib pass over the whole
+    catalogue: ~0.1 s, once per run of an imported log whose model is not catalogued)."""
+    return _lookup().get(key.strip().casefold())
+
+
 def get_model(key: str) -> CatalogueEntry:
     """Find a model by slug, name or Hugging Face id (case-insensitive).
 

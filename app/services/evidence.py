@@ -50,15 +50,12 @@ def catalogue_config_for(model_name: str | None) -> tuple[str, Mapping[str, obje
     """(slug, config) of the catalogue entry a logged model name refers to, if any."""
     if not model_name:
         return None
-    from app.ingest.catalogue import get_model
+    from app.ingest.catalogue import find_model
 
-    candidates = [model_name, model_name.rstrip("/").split("/")[-1]]
-    for key in candidates:
-        try:
-            entry = get_model(key)
-        except KeyError:
-            continue
-        return entry.slug, entry.config
+    for key in (model_name, model_name.rstrip("/").split("/")[-1]):
+        entry = find_model(key)
+        if entry is not None:
+            return entry.slug, entry.config
     return None
 
 

@@ -133,3 +133,24 @@ def test_a_run_with_online_fp8_keeps_it() -> None:
     assert "quantization" not in {lv["knob"] for lv in result["levers"]}  # already fp8: nothing to gain
     assert "quantization" in {lv["knob"] for lv in plain["levers"]}
     assert [r["weights_bytes"] for r in result["ranks"]] == [r["weights_bytes"] for r in plain["ranks"]]  # as measured
+
+
+def test_an_import_looks_models_up_exactly_never_by_the_close_match_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The close-match search (a difflib pass over the catalogue) ran twice per run of a log whose
+    model is not catalogued: most of `import-log`'s time on a long log. An import needs the exact
+    lookup only; the catalogued model is still found, an unknown one is simply not."""
+    from app.ingest import catalogue
+    from app.services.evidence import catalogue_config_for
+
+    def no_search(key: str, n: int = 5) -> list[str]:
+        raise AssertionError(f"close-match search for {key!r} during an import")
+
+    monkeypatch.setattr(catalogue, "_suggestions", no_search)
+    entry = get_model("llama-3.1-8b")
+    found = catalogue_config_for(entry.hf_id)
+    assert found is not None and found[0] == entry.slug
+    assert catalogue_config_for("someone/not-a-catalogued-model") is None
+    text = (DATA / "vllm-logs" / "23-v0240-tp1-cg-pool-actual-vs-estimated.log").read_text()  # model /workspace/base
+    parsed = import_log(text * 3)
+    assert parsed["runs"] and all(r["settings"]["model"] == "/workspace/base" for r in parsed["runs"])
+    assert all(r["catalogue_model"] is None for r in parsed["runs"])
