@@ -291,12 +291,25 @@ def cmd_import_metrics(args: argparse.Namespace) -> int:
     return 0
 
 
+def _workers(text: str) -> int:
+    """--workers: a whole number from 1 to 64 (argparse prints the message and exits 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to 64, got {text!r}") from None
+    if not 1 <= value <= 64:
+        raise argparse.ArgumentTypeError(f"must be from 1 to 64, got {value}")
+    return value
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from app.settings import Settings
     from app.web.app import serve
 
-    print(f"KV Ledger on http://{args.host}:{args.port} (database {Settings.from_env().database_url})", flush=True)
-    serve(args.host, args.port)  # migrates the database and seeds demo data into an empty one first
+    workers = f", {args.workers} workers" if args.workers > 1 else ""
+    print(f"KV Ledger on http://{args.host}:{args.port} (database {Settings.from_env().database_url}{workers})",
+          flush=True)
+    serve(args.host, args.port, args.workers)  # migrates the database and seeds demo data into an empty one first
     return 0
 
 
@@ -385,6 +398,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("serve", help="run the dashboard")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--workers", type=_workers, default=1,
+                   help="server processes, 1-64 (jobs, caps and rate limits are shared through the database)")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("db", help="database maintenance")

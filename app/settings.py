@@ -10,6 +10,14 @@ what it was (the CLI prints that one line and exits 2; no traceback).
 | KVLEDGER_MAX_LOG_BYTES | max_log_bytes | 1 KiB … 1 GiB |
 | KVLEDGER_SIM_MAX_WORK | sim_max_work | 1 … 100,000,000 requests × levels |
 | KVLEDGER_DEMO_DATA | demo_data | 1/0, true/false, yes/no, on/off |
+| KVLEDGER_SIM_WORKERS | sim_workers | 1 … 64 simulations running at once, all server workers together |
+| KVLEDGER_SIM_MAX_ACTIVE | sim_max_active | 1 … 1,000 queued or running jobs, all clients |
+| KVLEDGER_SIM_CLIENT_ACTIVE | sim_client_active | 1 … sim_max_active queued or running per client address |
+| KVLEDGER_SIM_CLIENT_JOBS | sim_client_jobs | 1 … 10,000 stored jobs per client (its own oldest finished go first) |
+| KVLEDGER_SIM_MAX_JOBS | sim_max_jobs | sim_client_jobs … 1,000,000 stored jobs (full: new jobs refused) |
+| KVLEDGER_SIM_JOB_TTL_S | sim_job_ttl_s | 60 … 604,800 s a finished job stays readable |
+| KVLEDGER_SIM_RATE_PER_MIN | sim_rate_per_min | 0.1 … 10,000 job submissions a minute per client |
+| KVLEDGER_SIM_RATE_BURST | sim_rate_burst | 1 … 1,000 submissions at once per client |
 """
 
 from __future__ import annotations
@@ -36,10 +44,21 @@ RANGES: dict[str, tuple[float, float]] = {
     "sim_max_work": (1, 100_000_000),
     "sqlite_busy_timeout_ms": (0, 600_000),
     "import_time_limit_s": (0.01, 3600),
+    "sim_workers": (1, 64),
+    "sim_max_active": (1, 1000),
+    "sim_client_active": (1, 1000),
+    "sim_client_jobs": (1, 10_000),
+    "sim_max_jobs": (1, 1_000_000),
+    "sim_job_ttl_s": (60, 7 * 86400),
+    "sim_rate_per_min": (0.1, 10_000),
+    "sim_rate_burst": (1, 1000),
 }
+#: (smaller, larger): the first may not exceed the second.
+ORDERED = (("sim_client_active", "sim_max_active"), ("sim_client_jobs", "sim_max_jobs"),
+           ("sim_max_active", "sim_max_jobs"))
 ENV = {name: f"KVLEDGER_{name.upper()}" for name in (
     "database_url", "write_token", "max_body_bytes", "max_log_bytes", "sim_max_work", "demo_data",
-    "import_time_limit_s")}
+    "import_time_limit_s", *(name for name in RANGES if name.startswith("sim_") and name != "sim_max_work"))}
 
 
 @dataclass(frozen=True)
@@ -55,6 +74,16 @@ class Settings:
     sqlite_busy_timeout_ms: int = 10_000
     #: Seconds one request may spend reading a pasted log (in a child process) before it is stopped.
     import_time_limit_s: float = 30.0
+    #: Simulation jobs (app.db.jobs): running at once, queued + running (all / per client), stored
+    #: (per client / all), how long a finished one stays readable, and the per-client rate limit.
+    sim_workers: int = 1
+    sim_max_active: int = 4
+    sim_client_active: int = 2
+    sim_client_jobs: int = 20
+    sim_max_jobs: int = 1000
+    sim_job_ttl_s: float = 3600.0
+    sim_rate_per_min: float = 30.0
+    sim_rate_burst: int = 10
 
     def __post_init__(self) -> None:
         for name, (low, high) in RANGES.items():
@@ -62,6 +91,10 @@ class Settings:
             if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
                 raise SettingsError(f"{ENV.get(name, name)}: must be a number from {low:,g} to {high:,g}, "
                                     f"got {value!r}")
+        for small, large in ORDERED:
+            if getattr(self, small) > getattr(self, large):
+                raise SettingsError(f"{ENV[small]}: must be at most {ENV[large]} ({getattr(self, large):,g}), "
+                                    f"got {getattr(self, small)!r}")
         if not self.database_url.strip():
             raise SettingsError("KVLEDGER_DATABASE_URL: must be a database URL, got an empty value")
 

@@ -46,3 +46,14 @@ def test_cli_prints_one_line_and_exits_2() -> None:
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
         "kvledger: error: KVLEDGER_MAX_BODY_BYTES: must be a whole number, got 'lots'"]
+
+
+def test_job_caps_have_ranges_and_an_order() -> None:
+    with pytest.raises(SettingsError, match=r"^KVLEDGER_SIM_WORKERS: must be a number from 1 to 64, got 0$"):
+        Settings.from_env({"KVLEDGER_SIM_WORKERS": "0"})
+    with pytest.raises(SettingsError, match=r"^KVLEDGER_SIM_RATE_PER_MIN: must be a number"):
+        Settings.from_env({"KVLEDGER_SIM_RATE_PER_MIN": "0"})
+    with pytest.raises(SettingsError, match=r"^KVLEDGER_SIM_CLIENT_ACTIVE: must be at most KVLEDGER_SIM_MAX_ACTIVE"):
+        Settings.from_env({"KVLEDGER_SIM_MAX_ACTIVE": "3", "KVLEDGER_SIM_CLIENT_ACTIVE": "4"})
+    s = Settings.from_env({"KVLEDGER_SIM_JOB_TTL_S": "120", "KVLEDGER_SIM_RATE_BURST": "5"})
+    assert (s.sim_job_ttl_s, s.sim_rate_burst, s.sim_client_jobs) == (120.0, 5, 20)

@@ -167,3 +167,43 @@ class BaseDocument(Base):
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     document: Mapped[Any] = mapped_column(JSON)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # The cap and expiry of unsaved documents (app.db.bases): who wrote it, its JSON size, and
+    # when it was last written (a re-import of the same content renews it).
+    owner: Mapped[str | None] = mapped_column(String(64))
+    size_bytes: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    used_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), index=True)
+
+
+class SimJob(Base):
+    """A simulation job: the queue, the claim, its progress and cancel flag, and its result until
+    `expires_at` (see app.db.jobs). Shared by every server worker; rows are transient."""
+
+    __tablename__ = "sim_job"
+    __table_args__ = (Index("ix_sim_job_state_created_at", "state", "created_at"),
+                      Index("ix_sim_job_owner_created_at", "owner", "created_at"))
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(8), default="job")
+    state: Mapped[str] = mapped_column(String(16), default="queued")
+    progress: Mapped[float] = mapped_column(Float, default=0.0)
+    document: Mapped[Any] = mapped_column(JSON, nullable=True)
+    meta: Mapped[Any] = mapped_column(JSON, nullable=True)
+    result: Mapped[Any] = mapped_column(JSON, nullable=True)
+    error: Mapped[Any] = mapped_column(JSON, nullable=True)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    claimed_by: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    heartbeat_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class RateBucket(Base):
+    """A token bucket per client key (`sim:<owner>`): the job-submission rate limit, shared by workers."""
+
+    __tablename__ = "rate_bucket"
+
+    key: Mapped[str] = mapped_column(String(100), primary_key=True)
+    tokens: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))

@@ -16,6 +16,7 @@ import os
 import threading
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 from fastapi import FastAPI
 from sqlalchemy.orm import Session, sessionmaker
@@ -52,6 +53,11 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
     finally:
         app.state.isolation.shutdown()
+        grace = getattr(app.state, "exit_grace_s", None)
+        if grace is not None:  # a `--workers N` process: never held at exit by a stuck thread
+            timer = threading.Timer(grace, os._exit, args=(0,))
+            timer.daemon = True
+            timer.start()
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -106,19 +112,39 @@ def _write_sessions(app: FastAPI) -> sessionmaker[Session] | None:
     return database(app).write
 
 
-def serve(host: str, port: int) -> None:
+MAX_WORKERS = 64
+
+
+def worker_app() -> FastAPI:
+    """The app of one `kvledger serve --workers N` process (settings from the environment, which
+    every worker reads the same; jobs and caps are shared through the database)."""
+    app = create_app(Settings.from_env())
+    app.state.exit_grace_s = 2.0
+    freeze_startup_objects()
+    return app
+
+
+def serve(host: str, port: int, workers: int = 1) -> None:
     """Bring the database to the latest migration (seeding demo data into an empty one), then run
-    the dashboard under uvicorn (one worker; settings from the environment)."""
+    the dashboard under uvicorn: `workers` processes (1 … MAX_WORKERS; settings from the environment)."""
     import uvicorn
 
     from app.services.demo_data import prepare_database
 
+    if not 1 <= workers <= MAX_WORKERS:
+        raise ValueError(f"--workers must be from 1 to {MAX_WORKERS}, got {workers}")
     settings = Settings.from_env()
     prepare_database(settings)
+    # SIGTERM: requests get 5 s to finish, then are cancelled; the lifespan kills import children
+    # and stops this process's simulations.
+    options: dict[str, Any] = {"host": host, "port": port, "log_level": "info", "access_log": False,
+                               "timeout_graceful_shutdown": 5}
+    if workers > 1:
+        uvicorn.run("app.web.app:worker_app", factory=True, workers=workers, **options)
+        return
     app = create_app(settings)
     freeze_startup_objects()
-    # SIGTERM: requests get 5 s to finish, then are cancelled; the lifespan kills import children.
-    uvicorn.run(app, host=host, port=port, log_level="info", access_log=False, timeout_graceful_shutdown=5)
+    uvicorn.run(app, **options)
     exit_past_stuck_threads()
 
 

@@ -118,7 +118,8 @@ async def database_error(request: Request, exc: Exception) -> Response:
 
 
 async def job_limit_error(request: Request, exc: Exception) -> Response:
-    return await http_error(request, HTTPException(429, str(exc), headers={"Retry-After": "5"}))
+    retry = getattr(exc, "retry_after_s", 5)
+    return await http_error(request, HTTPException(429, str(exc), headers={"Retry-After": str(retry)}))
 
 
 async def unexpected_error(request: Request, exc: Exception) -> Response:

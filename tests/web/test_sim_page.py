@@ -2,24 +2,32 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import json
+import shutil
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi import FastAPI
 
 from app.core.sim.io import SimCancelled
+from app.db.jobs import JobLimits
+from app.db.models import utcnow
+from app.db.session import upgrade_to_head
 from app.services import plan_query, plans
-from app.services.sim_jobs import JobLimitError, JobRunner, validate
+from app.services.sim_jobs import JobLimitError, JobRunner, limits_of, validate
 from app.services.sim_jobs import simulate as run_resolved
 from app.services.simulation import run_simulation
+from app.settings import Settings
 from app.web.app import create_app
+from app.web.deps import database
 from app.web.sim import forms
-from app.web.sim.routes import MAX_ACTIVE, SYNC_MAX_WORK
+from app.web.sim.routes import SYNC_MAX_WORK
 from app.web.templating import RenderEvent
 
 from .support import HX, TestClient, make_settings
@@ -35,6 +43,34 @@ SMALL_DOC: dict[str, Any] = {"pool": {"blocks": 1783, "block_size": 16},
 LONG_DOC: dict[str, Any] = {**SMALL_DOC, "workload": {**SMALL_DOC["workload"], "requests_per_level": 20_000},
                             "ramp": list(range(1, 11))}
 FINISHED = ("done", "failed", "cancelled")
+
+
+@pytest.fixture(scope="module")
+def migrated_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file at the latest migration, copied for each test (jobs live in the database)."""
+    path = tmp_path_factory.mktemp("simdb") / "template.sqlite3"
+    upgrade_to_head(f"sqlite:///{path}")
+    return path
+
+
+@pytest.fixture
+def db_settings(migrated_file: Path, tmp_path: Path) -> Settings:
+    shutil.copy(migrated_file, tmp_path / "kvledger.sqlite3")
+    return make_settings(database_url=f"sqlite:///{tmp_path / 'kvledger.sqlite3'}")
+
+
+@pytest.fixture
+def app(db_settings: Settings) -> FastAPI:
+    return create_app(db_settings)
+
+
+def _runner(app: FastAPI, run: Callable[..., Any], limits: JobLimits | None = None,
+            clock: Callable[[], dt.datetime] | None = None) -> JobRunner:
+    settings = app.state.settings
+    runner = JobRunner(lambda: database(app), max_work=settings.sim_max_work,
+                       limits=limits or limits_of(settings), run=run, clock=clock or utcnow)
+    app.state.sim_jobs = runner
+    return runner
 
 
 def _pages(renders: list[RenderEvent]) -> list[tuple[str, str | None]]:
@@ -80,7 +116,7 @@ class Gate:
 @pytest.fixture
 def gate(app: FastAPI) -> Gate:
     gate = Gate()
-    app.state.sim_jobs = JobRunner(max_work=app.state.settings.sim_max_work, max_active=MAX_ACTIVE, run=gate.run)
+    _runner(app, gate.run)
     return gate
 
 
@@ -173,6 +209,7 @@ def test_progress_increases_then_the_job_finishes(client: TestClient, gate: Gate
     job = client.post("/api/v1/sim/jobs", json=SMALL_DOC).json()
     assert client.get(f"/api/v1/sim/jobs/{job['id']}").json()["progress"] in (0.0, 0.5)
     assert gate.started.acquire(timeout=5)
+    _wait(client, job["id"], lambda s: s["progress"] == 0.5)  # written with the next heartbeat
     status = client.get(f"/sim/jobs/{job['id']}.json").json()
     assert (status["state"], status["progress"], status["result"], status["error"]) == ("running", 0.5, None, None)
 
@@ -263,41 +300,101 @@ def test_synchronous_api_is_the_cli_output_and_capped_to_small_runs(client: Test
     assert error["field"] == "workload.requests_per_level" and "/api/v1/sim/jobs" in error["message"]
 
 
-def test_concurrent_jobs_are_capped(client: TestClient, gate: Gate) -> None:
-    ids = [client.post("/api/v1/sim/jobs", json=SMALL_DOC).json()["id"] for _ in range(MAX_ACTIVE)]
+def _other(app: FastAPI, host: str) -> TestClient:
+    """Another client of the same app (no lifespan of its own), seen from address `host`."""
+    return TestClient(app, raise_server_exceptions=True, client=(host, 50000))
+
+
+def test_concurrent_jobs_are_capped_overall_and_per_client(client: TestClient, app: FastAPI, gate: Gate) -> None:
+    settings = app.state.settings
+    assert (settings.sim_max_active, settings.sim_client_active) == (4, 2)
+    mine = [client.post("/api/v1/sim/jobs", json=SMALL_DOC).json()["id"] for _ in range(2)]
     refused = client.post("/api/v1/sim/jobs", json=SMALL_DOC)
     assert refused.status_code == 429 and refused.headers["retry-after"] == "5"
-    assert "already queued or running" in refused.json()["error"]["message"]
+    assert "You already have 2 simulations queued or running" in refused.json()["error"]["message"]
     page = client.post("/sim/jobs", data=SMALL_FORM)
-    assert page.status_code == 429 and "already queued or running" in page.text
+    assert page.status_code == 429 and "You already have 2" in page.text
     assert client.post("/api/v1/simulate", json=SMALL_DOC).status_code == 429
-    queued = client.post(f"/api/v1/sim/jobs/{ids[-1]}/cancel").json()
-    assert queued["state"] == "cancelled"  # queued behind the one worker: cancelled at once
+    other = _other(app, "10.0.0.2")
+    theirs = [other.post("/api/v1/sim/jobs", json=SMALL_DOC).json()["id"] for _ in range(2)]
+    full = _other(app, "10.0.0.3").post("/api/v1/sim/jobs", json=SMALL_DOC)
+    assert full.status_code == 429 and "4 simulations are already queued or running" in full.text
+    queued = client.post(f"/api/v1/sim/jobs/{mine[-1]}/cancel").json()
+    assert queued["state"] == "cancelled"  # queued behind the one running slot: cancelled at once
     assert client.post("/api/v1/sim/jobs", json=SMALL_DOC).status_code == 202
     gate.release.set()
+    for job_id in theirs:
+        _wait(other, job_id, lambda s: s["state"] in FINISHED)
 
 
-def test_runner_keeps_a_bounded_number_of_jobs_and_expires_them() -> None:
-    now = [0.0]
-    runner = JobRunner(max_work=None, max_active=2, max_jobs=3, ttl_s=10, run=lambda d, p, c: {"ok": True},
-                       clock=lambda: now[0])
+def _finish(runner: JobRunner, job_id: str) -> None:
+    deadline = time.monotonic() + 60  # a hang guard for a condition wait, not a speed check
+    while not (view := runner.get(job_id)) or not view.finished:
+        if time.monotonic() > deadline:
+            raise AssertionError("the job never finished")
+        time.sleep(0.005)
+
+
+def test_finished_jobs_expire_and_a_flood_never_pushes_out_anothers(app: FastAPI) -> None:
+    now = [dt.datetime(2026, 12, 1, tzinfo=dt.UTC)]
+    limits = JobLimits(workers=1, max_active=2, client_active=2, client_jobs=3, max_jobs=5, ttl_s=600,
+                       rate_per_min=10_000, burst=1000)
+    runner = _runner(app, lambda d, p, c: {"ok": True}, limits, clock=lambda: now[0])
     done: list[str] = []
-    for _ in range(5):
-        job = runner.submit(SMALL_DOC)
-        deadline = time.monotonic() + 60  # a hang guard for a condition wait, not a speed check
-        while not (view := runner.get(job.id)) or not view.finished:
-            if time.monotonic() > deadline:
-                raise AssertionError("the job never finished")
-            time.sleep(0.005)
-        done.append(job.id)
-        now[0] += 1
-    assert [runner.get(i) is not None for i in done] == [False, False, True, True, True]
-    now[0] += 11
+    for _ in range(2):
+        done.append(runner.submit(SMALL_DOC, owner="alice").id)
+        _finish(runner, done[-1])
+        now[0] += dt.timedelta(seconds=1)
+    flood: list[str] = []
+    for _ in range(5):  # bob's own oldest finished jobs make room for his new ones
+        flood.append(runner.submit(SMALL_DOC, owner="bob").id)
+        _finish(runner, flood[-1])
+        now[0] += dt.timedelta(seconds=1)
+    assert [runner.get(i) is not None for i in flood] == [False, False, True, True, True]
+    assert all(runner.get(i) is not None for i in done)  # alice's results stay until their expiry
+    with pytest.raises(JobLimitError, match="keeps at most 5 simulations") as full:
+        runner.submit(SMALL_DOC, owner="carol")
+    assert full.value.retry_after_s == 600 - 7  # alice's first job finished 7 s ago
+    now[0] += dt.timedelta(seconds=601)
     assert all(runner.get(i) is None for i in done)
-    assert len(set(done)) == 5 and all(len(i) >= 22 for i in done)
+    assert runner.submit(SMALL_DOC, owner="carol").state == "queued"  # the expired made room
+    assert len(set(done + flood)) == 7 and all(len(i) >= 22 for i in done + flood)
     runner.shutdown()
     with pytest.raises(JobLimitError):
-        runner.submit(SMALL_DOC)
+        runner.submit(SMALL_DOC, owner="alice")
+
+
+def test_submission_rate_limit_per_client(app: FastAPI) -> None:
+    now = [dt.datetime(2026, 12, 1, tzinfo=dt.UTC)]
+    limits = JobLimits(max_active=100, client_active=100, client_jobs=100, max_jobs=1000, rate_per_min=6, burst=3)
+    runner = _runner(app, lambda d, p, c: {"ok": True}, limits, clock=lambda: now[0])
+    for _ in range(3):
+        runner.submit(SMALL_DOC, owner="alice")
+    with pytest.raises(JobLimitError, match="Too many simulations started from your address") as refused:
+        runner.submit(SMALL_DOC, owner="alice")
+    assert refused.value.retry_after_s == 10  # one token every 60 / 6 s
+    assert runner.submit(SMALL_DOC, owner="bob").state == "queued"  # other clients are not held up
+    now[0] += dt.timedelta(seconds=10)
+    assert runner.submit(SMALL_DOC, owner="alice").state == "queued"
+    with pytest.raises(JobLimitError):
+        runner.submit(SMALL_DOC, owner="alice")
+    runner.shutdown()
+
+
+def test_rate_limit_over_http_is_429_with_retry_after(db_settings: Settings) -> None:
+    from dataclasses import replace
+
+    app = create_app(replace(db_settings, sim_rate_burst=2, sim_rate_per_min=1))
+    _runner(app, lambda d, p, c: {"ok": True})
+    with TestClient(app) as client:
+        for _ in range(2):
+            assert client.post("/api/v1/sim/jobs", json=SMALL_DOC).status_code == 202
+        refused = client.post("/api/v1/sim/jobs", json=SMALL_DOC)
+        assert refused.status_code == 429 and int(refused.headers["retry-after"]) in range(50, 61)
+        assert "Too many simulations started from your address" in refused.json()["error"]["message"]
+        page = client.post("/sim/jobs", data=SMALL_FORM)
+        assert page.status_code == 429 and "a minute" in page.text and "retry-after" in page.headers
+        assert _other(app, "10.0.0.9").post("/api/v1/sim/jobs", json=SMALL_DOC).status_code == 202
 
 
 # -- bad input --------------------------------------------------------------------------------
@@ -400,8 +497,9 @@ ODD_VALUES = ("", " ", "nan", "inf", "-1", "0", "1e309", "9999999999999999999999
 
 
 def test_odd_form_values_never_fail_the_server(app: FastAPI) -> None:
-    app.state.sim_jobs = JobRunner(max_work=app.state.settings.sim_max_work, max_active=1000, max_jobs=1000,
-                                   run=lambda doc, progress, cancel: _small_result())
+    _runner(app, lambda doc, progress, cancel: _small_result(),
+            JobLimits(max_active=1000, client_active=1000, client_jobs=1000, max_jobs=1000, rate_per_min=10_000,
+                      burst=1000))
     with TestClient(app, raise_server_exceptions=True) as client:
         for key in sorted(forms.FORM_KEYS):
             for value in ODD_VALUES:

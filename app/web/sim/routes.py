@@ -7,13 +7,16 @@ JavaScript a <meta refresh> reloads it), POST /sim/jobs/{id}/cancel. Every page 
 twin. API under /api/v1: POST /simulate (synchronous, small runs), POST /sim/jobs,
 GET /sim/jobs/{id}, POST /sim/jobs/{id}/cancel.
 
-Jobs run in `app.services.sim_jobs.JobRunner`, kept on `app.state.sim_jobs` (created on first use; the
-router's lifespan cancels running jobs at shutdown). Work per request is capped by
-`Settings.sim_max_work` (422 naming the field), concurrent jobs by the runner (429).
+Jobs live in the database (`app.services.sim_jobs.JobRunner`, kept on `app.state.sim_jobs`,
+created on first use; the router's lifespan stops this process's running jobs at shutdown), so
+any server worker answers for any job. Work per request is capped by `Settings.sim_max_work`
+(422 naming the field); the caps, per-client fairness and rate limit (429 with Retry-After) by
+`app.db.jobs` with the `Settings.sim_*` values. A client is its address (`client_key`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -26,21 +29,20 @@ from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 
 from app.core.errors import InputError
-from app.services.sim_jobs import JobRunner, JobView
+from app.services.sim_jobs import JobRunner, JobView, limits_of
 from app.services.simulation import resolve_pool
 from app.web import htmx
+from app.web.deps import database
 from app.web.plan import views
 from app.web.querystring import page_url
 from app.web.responses import expect_page, render
 from app.web.sim import charts, forms
 
-#: Jobs run at once (the rest queue); jobs queued or running before new ones get a 429.
-WORKERS = 1
-MAX_ACTIVE = 4
 #: POST /api/v1/simulate answers within the request: at most this much work (seed 002's ramp).
 SYNC_MAX_WORK = 20_000
 STATE_WORDS = {"queued": "Queued", "running": "Running", "done": "Done", "failed": "Failed",
                "cancelled": "Cancelled"}
+WORKER_HEADER = "X-KVLedger-Worker"
 #: htmx's "stop polling" status.
 STOP_POLLING = 286
 _RUNNER_LOCK = threading.Lock()
@@ -69,13 +71,21 @@ SimBody = Annotated[
 
 def runner_of(request: Request) -> JobRunner:
     """The app's job runner (created on first use, with the app's work cap)."""
-    state = request.app.state
+    app, state = request.app, request.app.state
     with _RUNNER_LOCK:
         runner = getattr(state, "sim_jobs", None)
         if not isinstance(runner, JobRunner):
-            runner = JobRunner(max_work=state.settings.sim_max_work, workers=WORKERS, max_active=MAX_ACTIVE)
+            runner = JobRunner(lambda: database(app), max_work=state.settings.sim_max_work,
+                               limits=limits_of(state.settings))
             state.sim_jobs = runner
         return runner
+
+
+def client_key(request: Request) -> str:
+    """Who a job belongs to for the per-client caps and rate limit: the client's address, hashed
+    (the address itself is not stored). Behind a proxy every client is the proxy's address."""
+    host = request.client.host if request.client is not None else ""
+    return hashlib.sha256(host.encode()).hexdigest()[:16]
 
 
 def _job(request: Request, job_id: str) -> JobView:
@@ -130,6 +140,11 @@ def _job_context(job: JobView) -> dict[str, Any]:
         "rerun_url": page_url("/sim", rerun) if isinstance(rerun, Mapping) else "/sim",
         **charts.result_context(job.result),
     }
+
+
+def _api_headers(request: Request, **more: str) -> dict[str, str]:
+    """No caching, and which server process answered (a random tag; `--workers N` serves jobs from any)."""
+    return {"Cache-Control": "no-store", WORKER_HEADER: runner_of(request).tag, **more}
 
 
 def _job_json(job: JobView) -> dict[str, Any]:
@@ -190,7 +205,7 @@ def _start_from_form(request: Request, values: Mapping[str, str], plan_query: Ma
                      files: Mapping[str, bytes]) -> Response:
     expect_page(request, "pages/sim.html", lambda: _form_context(request, values, plan_query), field_key=forms.form_key)
     doc = forms.document(values, _plan_doc(request, plan_query), _decode_uploads(files))
-    job = runner_of(request).submit(doc, meta={"rerun": forms.rerun_query(values, plan_query)})
+    job = runner_of(request).submit(doc, client_key(request), meta={"rerun": forms.rerun_query(values, plan_query)})
     return RedirectResponse(f"/sim/jobs/{job.id}", status_code=303)
 
 
@@ -239,19 +254,21 @@ def cancel_job_page(request: Request, job_id: str) -> Response:
 @api.post("/simulate", summary="Run a small simulation now; the same JSON as `kvledger simulate --json`")
 def simulate_now(request: Request, doc: SimBody) -> JSONResponse:
     max_work = min(request.app.state.settings.sim_max_work, SYNC_MAX_WORK)
-    result = runner_of(request).run_now(doc, max_work, hint="; POST larger runs to /api/v1/sim/jobs")
+    result = runner_of(request).run_now(doc, max_work, hint="; POST larger runs to /api/v1/sim/jobs",
+                                        owner=client_key(request))
     return JSONResponse(result)
 
 
 @api.post("/sim/jobs", status_code=202, summary="Start a simulation job; poll its status_url")
 def start_job_api(request: Request, doc: SimBody) -> JSONResponse:
-    job = runner_of(request).submit(doc)
-    return JSONResponse(_job_json(job), status_code=202, headers={"Location": f"/api/v1/sim/jobs/{job.id}"})
+    job = runner_of(request).submit(doc, client_key(request))
+    return JSONResponse(_job_json(job), status_code=202,
+                        headers=_api_headers(request, Location=f"/api/v1/sim/jobs/{job.id}"))
 
 
 @api.get("/sim/jobs/{job_id}", summary="A job's state, progress, and result or error")
 def get_job_api(request: Request, job_id: str) -> JSONResponse:
-    return JSONResponse(_job_json(_job(request, job_id)), headers={"Cache-Control": "no-store"})
+    return JSONResponse(_job_json(_job(request, job_id)), headers=_api_headers(request))
 
 
 @api.post("/sim/jobs/{job_id}/cancel", summary="Cancel a queued or running job")
@@ -259,7 +276,7 @@ def cancel_job_api(request: Request, job_id: str) -> JSONResponse:
     job = runner_of(request).cancel(job_id)
     if job is None:
         raise HTTPException(404)
-    return JSONResponse(_job_json(job))
+    return JSONResponse(_job_json(job), headers=_api_headers(request))
 
 
 router.include_router(pages)
