@@ -18,6 +18,9 @@ what it was (the CLI prints that one line and exits 2; no traceback).
 | KVLEDGER_SIM_JOB_TTL_S | sim_job_ttl_s | 60 … 604,800 s a finished job stays readable |
 | KVLEDGER_SIM_RATE_PER_MIN | sim_rate_per_min | 0.1 … 10,000 job submissions a minute per client |
 | KVLEDGER_SIM_RATE_BURST | sim_rate_burst | 1 … 1,000 submissions at once per client |
+| KVLEDGER_BASE_TTL_S | base_ttl_s | 3,600 … 31,536,000 s an unsaved base document lives after its last write |
+| KVLEDGER_BASE_CLIENT_BYTES | base_client_bytes | 64 KiB … base_max_bytes of unsaved base documents per client |
+| KVLEDGER_BASE_MAX_BYTES | base_max_bytes | 1 MiB … 1 TiB of unsaved base documents in all |
 """
 
 from __future__ import annotations
@@ -52,13 +55,16 @@ RANGES: dict[str, tuple[float, float]] = {
     "sim_job_ttl_s": (60, 7 * 86400),
     "sim_rate_per_min": (0.1, 10_000),
     "sim_rate_burst": (1, 1000),
+    "base_ttl_s": (3600, 365 * 86400),
+    "base_client_bytes": (64 * 1024, 1024**4),
+    "base_max_bytes": (1024**2, 1024**4),
 }
 #: (smaller, larger): the first may not exceed the second.
 ORDERED = (("sim_client_active", "sim_max_active"), ("sim_client_jobs", "sim_max_jobs"),
-           ("sim_max_active", "sim_max_jobs"))
+           ("sim_max_active", "sim_max_jobs"), ("base_client_bytes", "base_max_bytes"))
 ENV = {name: f"KVLEDGER_{name.upper()}" for name in (
     "database_url", "write_token", "max_body_bytes", "max_log_bytes", "sim_max_work", "demo_data",
-    "import_time_limit_s", *(name for name in RANGES if name.startswith("sim_") and name != "sim_max_work"))}
+    "import_time_limit_s", *(name for name in RANGES if name.startswith(("sim_", "base_")) and name != "sim_max_work"))}
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,10 @@ class Settings:
     sim_job_ttl_s: float = 3600.0
     sim_rate_per_min: float = 30.0
     sim_rate_burst: int = 10
+    #: Unsaved base documents (app.db.bases): lifetime after the last write, bytes per client, bytes in all.
+    base_ttl_s: float = 30 * 86400.0
+    base_client_bytes: int = 8 * 1024 * 1024
+    base_max_bytes: int = 512 * 1024 * 1024
 
     def __post_init__(self) -> None:
         for name, (low, high) in RANGES.items():

@@ -3,9 +3,11 @@
 Imported logs, pasted config.json files and nvidia-smi output become whole plan documents
 (measured ranks, a model config) far too large for a query string. They are stored here under
 a content-addressed id (the first 16 hex digits of the sha256 of the canonical JSON), so the
-same import always yields the same URL. `MemoryBaseStore` keeps them in memory, bounded
-(oldest out first); `DurableBaseStore` writes them through to the database as well, so a
-what-if URL of an import still opens after a restart and on another app server.
+same import always yields the same URL. `MemoryBaseStore` keeps them in memory, bounded in
+count and bytes (oldest out first); `DurableBaseStore` writes them through to the database,
+capped per client and overall and expiring (`app.db.bases`), so a what-if URL of an import
+still opens after a restart and on another app server until it expires. The memory copy is a
+cache in front of the database.
 
 Stored documents are immutable: a document is copied once when it is stored, and `get` returns
 that stored object itself, never a copy (deep-copying a 1,024-rank document twice per slider
@@ -16,6 +18,7 @@ only the path it sets, and a test asserts a stored document is unchanged after r
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import hashlib
 import json
 import logging
@@ -27,7 +30,13 @@ from typing import Protocol
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db import repository
+from app.core.errors import InputError
+from app.db import bases
+from app.db.bases import BaseLimits, BaseTooLarge
+from app.db.models import utcnow
+from app.db.session import run_write
+from app.services.clients import CLIENT
+from app.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -38,29 +47,38 @@ class BaseStore(Protocol):
     def get(self, base_id: str) -> dict[str, object] | None: ...
 
 
+def canonical(doc: Mapping[str, object]) -> bytes:
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
 def document_id(doc: Mapping[str, object]) -> str:
     """The content address of a plan document."""
-    canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+    return hashlib.sha256(canonical(doc)).hexdigest()[:16]
 
 
 class MemoryBaseStore:
     """A thread-safe, bounded, in-memory BaseStore. Fixed entries (the demo) are never evicted."""
 
-    def __init__(self, capacity: int = 512, fixed: Mapping[str, Mapping[str, object]] | None = None) -> None:
-        self.capacity = capacity
+    def __init__(self, capacity: int = 512, fixed: Mapping[str, Mapping[str, object]] | None = None,
+                 capacity_bytes: int = 64 * 1024 * 1024) -> None:
+        self.capacity, self.capacity_bytes = capacity, capacity_bytes
         self._fixed = {key: copy.deepcopy(dict(doc)) for key, doc in (fixed or {}).items()}
-        self._docs: OrderedDict[str, dict[str, object]] = OrderedDict()
+        self._docs: OrderedDict[str, tuple[dict[str, object], int]] = OrderedDict()
+        self._bytes = 0
         self._lock = threading.Lock()
 
-    def put(self, doc: Mapping[str, object]) -> str:
+    def put(self, doc: Mapping[str, object], size: int | None = None) -> str:
         base_id = document_id(doc)
+        size = len(canonical(doc)) if size is None else size
         with self._lock:
-            if base_id not in self._docs:  # the same id is the same content: keep the stored copy
-                self._docs[base_id] = copy.deepcopy(dict(doc))
-            self._docs.move_to_end(base_id)
-            while len(self._docs) > self.capacity:
-                self._docs.popitem(last=False)
+            old = self._docs.pop(base_id, None)
+            if old is None:  # the same id is the same content: keep the stored copy
+                self._docs[base_id] = (copy.deepcopy(dict(doc)), size)
+                self._bytes += size
+            else:
+                self._docs[base_id] = old
+            while len(self._docs) > self.capacity or (self._bytes > self.capacity_bytes and len(self._docs) > 1):
+                self._bytes -= self._docs.popitem(last=False)[1][1]
         return base_id
 
     def get(self, base_id: str) -> dict[str, object] | None:
@@ -69,30 +87,40 @@ class MemoryBaseStore:
         if fixed is not None:
             return fixed
         with self._lock:
-            return self._docs.get(base_id)
+            entry = self._docs.get(base_id)
+        return entry[0] if entry is not None else None
+
+
+def base_limits(settings: Settings) -> BaseLimits:
+    return BaseLimits(settings.base_ttl_s, settings.base_client_bytes, settings.base_max_bytes)
 
 
 class DurableBaseStore:
-    """A MemoryBaseStore in front of the database table `base_document`.
+    """A MemoryBaseStore in front of the database table `base_document` (caps and expiry in `limits`).
 
-    `database` returns the app's session factory when storage is available. A database error
-    never loses the user's what-if: the document stays in memory and the error is logged.
+    `database` returns the app's write session factory when storage is available. A database
+    error never loses the user's what-if: the document stays in memory and the error is logged.
+    A document larger than one client's allowance is an InputError (422).
     """
 
-    def __init__(self, memory: MemoryBaseStore, database: Callable[[], sessionmaker[Session] | None]) -> None:
-        self.memory = memory
-        self.database = database
+    def __init__(self, memory: MemoryBaseStore, database: Callable[[], sessionmaker[Session] | None],
+                 limits: BaseLimits | None = None, clock: Callable[[], dt.datetime] = utcnow) -> None:
+        self.memory, self.database = memory, database
+        self.limits, self.now = limits or BaseLimits(), clock
 
     def put(self, doc: Mapping[str, object]) -> str:
-        base_id = self.memory.put(doc)
+        data = canonical(doc)
+        base_id = hashlib.sha256(data).hexdigest()[:16]
         try:
             factory = self.database()
             if factory is not None:
-                with factory() as session, session.begin():
-                    repository.put_base_document(session, base_id, doc)
-        except (SQLAlchemyError, repository.RepositoryError) as exc:
+                run_write(factory, lambda s: bases.put(s, self.limits, base_id=base_id, document=doc, size=len(data),
+                                                       owner=CLIENT.get(), now=self.now()))
+        except BaseTooLarge as exc:
+            raise InputError("", f"{exc}. Save it as a plan instead, or trim it.") from None
+        except SQLAlchemyError as exc:
             log.warning("base document %s kept in memory only: %s", base_id, exc)
-        return base_id
+        return self.memory.put(doc, len(data))
 
     def get(self, base_id: str) -> dict[str, object] | None:
         doc = self.memory.get(base_id)
@@ -103,7 +131,7 @@ class DurableBaseStore:
             if factory is None:
                 return None
             with factory() as session:
-                stored = repository.get_base_document(session, base_id)
+                stored = bases.get(session, self.limits, base_id, self.now())
         except SQLAlchemyError as exc:
             log.warning("base document %s unavailable: %s", base_id, exc)
             return None

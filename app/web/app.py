@@ -25,9 +25,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from app.resources import resource_path
-from app.services.base_documents import DurableBaseStore, MemoryBaseStore
+from app.services.base_documents import DurableBaseStore, MemoryBaseStore, base_limits
 from app.settings import Settings
 from app.web.assets import HTMX_JS, PLOTLY_JS, StaticAssets
+from app.web.clients import ClientContext
 from app.web.deps import WritePolicy
 from app.web.errors import install as install_error_mapping
 from app.web.headers import SecurityHeaders
@@ -85,7 +86,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
          "token_required": bool(settings.write_token)},
     )
     memory = MemoryBaseStore(fixed=base_documents() if settings.demo_data else None)
-    app.state.bases = DurableBaseStore(memory, lambda: _write_sessions(app))
+    app.state.bases = DurableBaseStore(memory, lambda: _write_sessions(app), base_limits(settings))
     app.state.plan_cache = PlanCache()
     app.state.isolation = Isolation(workers=1, time_limit_s=settings.import_time_limit_s)
 
@@ -102,6 +103,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodySizeLimit, max_body_bytes=settings.max_body_bytes, max_log_bytes=settings.max_log_bytes)
     app.add_middleware(GZipMiddleware, minimum_size=800, compresslevel=6)
     app.add_middleware(SecurityHeaders)
+    app.add_middleware(ClientContext)  # who writes (per-client caps of base documents)
     return app
 
 

@@ -16,7 +16,6 @@ any server worker answers for any job. Work per request is capped by `Settings.s
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -29,6 +28,7 @@ from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 
 from app.core.errors import InputError
+from app.services import clients
 from app.services.sim_jobs import JobRunner, JobView, limits_of
 from app.services.simulation import resolve_pool
 from app.web import htmx
@@ -82,10 +82,8 @@ def runner_of(request: Request) -> JobRunner:
 
 
 def client_key(request: Request) -> str:
-    """Who a job belongs to for the per-client caps and rate limit: the client's address, hashed
-    (the address itself is not stored). Behind a proxy every client is the proxy's address."""
-    host = request.client.host if request.client is not None else ""
-    return hashlib.sha256(host.encode()).hexdigest()[:16]
+    """Who a job belongs to for the per-client caps and rate limit (app.services.clients)."""
+    return clients.key_of(request.client.host if request.client is not None else "")
 
 
 def _job(request: Request, job_id: str) -> JobView:
