@@ -15,7 +15,7 @@ CHART_SHAPES = "id => JSON.stringify(document.getElementById(id).layout.shapes.m
 CHART_LABELS = "id => document.getElementById(id).layout.annotations.map(a => a.text)"
 
 
-def _progress_until_done(page: Any, timeout_s: float = 180.0) -> list[tuple[str, float]]:
+def _progress_until_done(page: Any, timeout_s: float = 300.0) -> list[tuple[str, float]]:
     """(state, progress) as the page shows them, sampled until the job block says it is finished."""
     seen: list[tuple[str, float]] = []
     deadline = time.monotonic() + timeout_s

@@ -32,7 +32,7 @@ LONG: dict[str, Any] = {**SMALL, "workload": {**SMALL["workload"], "requests_per
 ENV = {"KVLEDGER_DEMO_DATA": "0", "KVLEDGER_SIM_WORKERS": "1", "KVLEDGER_SIM_MAX_ACTIVE": "4",
        "KVLEDGER_SIM_CLIENT_ACTIVE": "2", "KVLEDGER_SIM_RATE_BURST": "3", "KVLEDGER_SIM_RATE_PER_MIN": "1"}
 FINISHED = ("done", "failed", "cancelled")
-GUARD_S = 120.0  # hang guards for condition waits on a loaded machine, not speed checks
+GUARD_S = 300.0  # hang guards for condition waits on a loaded machine, not speed checks
 
 
 class Api:
@@ -70,7 +70,7 @@ class Api:
 def two_workers(database_url: str, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     argv = [sys.executable, "-m", "app.cli", "serve", "--workers", "2", "--port"]
     proc, url = server.start_server({**ENV, "KVLEDGER_DATABASE_URL": database_url}, tmp_path / "server.log",
-                                    ready="/sim", argv=argv)
+                                    ready="/sim", timeout_s=GUARD_S, argv=argv)
     try:
         yield proc, url
     finally:
