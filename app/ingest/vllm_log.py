@@ -95,6 +95,16 @@ _RECORD_START = re.compile(
 )
 _HEADER = re.compile(r"\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? (\[)?[\w./\-]{1,120}:\d{1,6}\]")
 _MAX_JOIN_LINES = 12
+_STAMP = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
+
+
+def _stamp(seg: str, pos: int) -> tuple[int, int, int, int, int] | None:
+    """The log header time (month, day, h, m, s) of the message at `pos`, if its header has one."""
+    found = list(_STAMP.finditer(seg, max(0, pos - 300), pos + 1))
+    if not found:
+        return None
+    mo, d, h, mi, sec = (int(x) for x in found[-1].groups())
+    return (mo, d, h, mi, sec)
 
 
 def _detect_wrap(text: str) -> int | None:
@@ -185,11 +195,11 @@ class _Scanner:
         group: list[Fact] = []
         for f in facts:
             if group and f.pos != group[0].pos:
-                self.builder.add_group(group, identity_before(seg, group[0].pos), line)
+                self.builder.add_group(group, identity_before(seg, group[0].pos), line, _stamp(seg, group[0].pos))
                 group = []
             group.append(f)
         if group:
-            self.builder.add_group(group, identity_before(seg, group[0].pos), line)
+            self.builder.add_group(group, identity_before(seg, group[0].pos), line, _stamp(seg, group[0].pos))
         if not self.builder.header_seen():
             h = _HEADER.search(seg, max(0, facts[0].pos - 300), facts[0].pos + 1)
             if h is not None:

@@ -55,6 +55,9 @@ class RunAcc:
     engine_printers: set[str] = field(default_factory=set)
     header_seen: bool = False
     conflicts: set[tuple[str, str]] = field(default_factory=set)
+    closed_by: Identity | None = None  # the process that raised closed_code
+    length: Value | None = None  # the max_model_len of the concurrency line or a start-up error
+    stamps: dict[str, tuple[int, int, int, int, int]] = field(default_factory=dict)  # last header time per printer
 
 
 def _engine(acc: RunAcc) -> tuple[dict[str, Stated], dict[str, tuple[Stated, ...]], list[Finding]]:

@@ -9,7 +9,17 @@ printed it. A run (one engine start) is open until:
   other numbers joins the closed run);
 - a rank that already reported a start-of-sizing figure (weights, V0 profile, available KV)
   reports it again after the engine printed its KV figures, or a rank label reappears with a
-  new pid → the engine restarted: a new run.
+  new pid → the engine restarted: a new run;
+- the same start-up error raised again under the same process label with another pid → another
+  start (two CI jobs quoted one after the other, public/36);
+- a max_model_len stated by a line other than the engine config that differs from the one the
+  run's concurrency line or start-up error already stated → another start: one engine start has
+  one max_model_len, and vLLM checks every worker's KV memory against it before it prints the
+  concurrency (vllm/v1/core/kv_cache_utils.py `get_kv_cache_configs` @72c99f2a, v0.10.2), so a
+  max-seq-len error for another length cannot belong to a start that printed it (public/21);
+- a process's log header time going backwards (`MM-DD HH:MM:SS`; a step back of more than half a
+  year is a new year) → another start pasted after this one (public/20: two starts of a PR's
+  before/after output).
 Within a rank, a field stated twice keeps the more precise statement (smaller tolerance; the
 other goes to `also`); two statements that disagree beyond their tolerances give a finding.
 Engine figures printed several times (v0.8.2–v0.11.0 print one pre-min pair per worker) resolve
@@ -35,6 +45,26 @@ def _numeric(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+#: A log header time: (month, day, hour, minute, second).
+Stamp = tuple[int, int, int, int, int]
+_HALF_YEAR_DAYS = 183
+
+
+def _went_back(last: Stamp | None, now: Stamp) -> bool:
+    """Whether one process's header time stepped back (a step back of more than half a year is
+    taken as the new year: 12-31 → 01-01)."""
+    if last is None or now >= last:
+        return False
+    return (last[0] - now[0]) * 31 + last[1] - now[1] <= _HALF_YEAR_DAYS
+
+
+def _restarted(raiser: Identity | None, ident: Identity) -> bool:
+    """The closed run's error raised again by a process of the same label with another pid."""
+    return (raiser is not None and raiser.label == ident.label and ident.pid is not None
+            and raiser.pid is not None and raiser.pid != ident.pid)
+
+
+
 class RunBuilder:
     """Accumulates facts into runs; `runs()` returns the finished, frozen runs."""
 
@@ -51,6 +81,8 @@ class RunBuilder:
         cur = self._cur
         if cur.closed_code is not None:
             return f.scope != "clue"
+        if f.scope == "settings" and f.field == "max_model_len":
+            return cur.length is not None and cur.length != f.value
         if f.scope == "mark":
             if f.field == "config":
                 return "config" in cur.marks or cur.has_memory
@@ -71,10 +103,17 @@ class RunBuilder:
             return "init_done" in cur.marks or any(k in cur.engine for k in _ENGINE_DONE)
         return False
 
-    def add_group(self, facts: list[Fact], ident: Identity, line: int) -> None:
-        """Facts of one message match, printed by `ident` on `line`."""
+    def add_group(self, facts: list[Fact], ident: Identity, line: int, stamp: Stamp | None = None) -> None:
+        """Facts of one message match, printed by `ident` on `line` (log header time `stamp`, if any)."""
+        if stamp is not None and _went_back(self._cur.stamps.get(ident.label), stamp):
+            self._new_run(line)
+        if stamp is not None:
+            self._cur.stamps[ident.label] = stamp
         cur = self._cur
         same = cur.closed_code is not None and any(f.scope == "error" and f.field == cur.closed_code for f in facts)
+        if same and _restarted(cur.closed_by, ident):
+            self._new_run(line)
+            cur, same = self._cur, False
         if same:
             # the start-up error of this run again: re-raised by another process of the same traceback
             # (dropped), or raised by another rank with its own numbers (kept, in the same run)
@@ -151,6 +190,8 @@ class RunBuilder:
             cur.has_memory = True
         elif scope == "engine":
             cur.engine.setdefault(f.field, []).append(_stated(f, line))
+            if f.field == "max_concurrency_tokens":
+                cur.length = f.value
             if ident.kind == ENGINE and f.field == "kv_tokens":
                 cur.engine_printers.add(ident.label)
             cur.has_memory = True
@@ -176,6 +217,8 @@ class RunBuilder:
             cur.findings.append(Finding(f.field, str(f.value), line, sev, numbers))
             if scope == "error":
                 cur.closed_code = f.field
+                cur.closed_by = ident
+                cur.length = numbers.get("max_model_len", cur.length)
                 cur.has_memory = True
         elif scope == "mark":
             cur.marks.setdefault(f.field, line)
