@@ -45,6 +45,7 @@ PLAN_FLAGS: tuple[PlanFlag, ...] = (
     PlanFlag("--pipeline-parallel-size", "layout", "pp", "int"),
     PlanFlag("--data-parallel-size", "layout", "dp", "int"),
     PlanFlag("--decode-context-parallel-size", "layout", "dcp", "int"),
+    PlanFlag("--enable-expert-parallel", "layout", "expert_parallel", "bool"),
     PlanFlag("--kv-cache-memory-bytes", "engine", "kv_cache_memory_bytes", "bytes"),
     PlanFlag("--gpu-memory-utilization", "engine", "gpu_memory_utilization", "float"),
     PlanFlag("--max-model-len", "engine", "max_model_len", "tokens"),
@@ -99,6 +100,8 @@ def _wanted(spec: PlanFlag, value: object, result: PlanResult) -> bool:
     """Which flags a plan writes: parallel sizes above 1, every engine setting the plan resolved."""
     if value is None or value is False:
         return False
+    if spec.kind == "bool":
+        return value is True
     if spec.section == "layout":
         return isinstance(value, int) and value > 1
     if spec.key == "gpu_memory_utilization":

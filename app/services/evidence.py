@@ -140,10 +140,20 @@ def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) 
     if settings.get("enforce_eager") is not None and "enforce_eager" not in doc.engine.model_fields_set:
         engine["enforce_eager"] = bool(settings["enforce_eager"])
     data["engine"] = engine
+    if doc.model is None:
+        data["model"] = _model_for_run(run, settings)
     layout: JSON = dict(data.get("layout") or {})
+    from_blocks = None
     for key, src in _SIZES:
         stated = _as_int(settings.get(src)) or _stated(run, key)
-        value = stated or _at_least(run, key) or (tp_from_ranks(run) if key == "tp" else None)
+        derived = _tp_from_blocks(run, data.get("model"), settings) if key == "tp" and not stated else None
+        if derived is not None and derived < (_at_least(run, key) or 1):
+            derived = None
+        if derived is not None:
+            from_blocks = derived
+            notes.append(f"TP {derived}: the degree at which the model's page turns the smallest logged KV memory "
+                         "into the block count the engine logged (the log does not state it)")
+        value = stated or derived or _at_least(run, key) or (tp_from_ranks(run) if key == "tp" else None)
         if not value:
             continue
         given = layout.get(key)
@@ -155,11 +165,15 @@ def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) 
             # above them is taken as the run's.)
             whatif.setdefault("tp", given)
             layout[key] = value
+    if "expert_parallel" not in doc.layout.model_fields_set and _expert_parallel(run):
+        layout["expert_parallel"] = True  # the run's own --enable-expert-parallel, for its deploy command
     data["layout"] = layout
     workers = layout.get("tp", 1) * layout.get("pp", 1)
     if len(ranks) < len(run.get("ranks") or []) or len(ranks) % workers:
         data["ranks_partial"] = True  # the workers the log prints, not every worker of the layout
-    if not any(k in doc.layout.model_fields_set or _stated(run, k) or settings.get(src) for k, src in _SIZES):
+    if from_blocks is None and not any(
+        k in doc.layout.model_fields_set or _stated(run, k) or settings.get(src) for k, src in _SIZES
+    ):
         notes.extend(layout_notes(len(run.get("ranks") or []), layout))
     if notes:
         data["notes"] = [*data.get("notes", []), *notes]
@@ -169,8 +183,6 @@ def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) 
         version = run_version(run)
         if version is not None:
             data["vllm_version"] = version
-    if doc.model is None:
-        data["model"] = _model_for_run(run, settings)
     return PlanDocument.model_validate(data)
 
 
@@ -191,6 +203,26 @@ def _run_pp(doc: PlanDocument, run: Mapping[str, Any], settings: Mapping[str, An
     if "pp" in doc.layout.model_fields_set:
         return doc.layout.pp
     return _as_int(settings.get("pipeline_parallel_size")) or _stated(run, "pp")
+
+
+def _expert_parallel(run: Mapping[str, Any]) -> bool:
+    """Whether the run had expert parallel on: its non-default args say so, or workers print an EP
+    index (`_EP{ep_rank}` is in a worker's name only with expert parallel on, multiproc_executor.py @28be48fa)."""
+    args = (run.get("settings") or {}).get("non_default_args")
+    if isinstance(args, Mapping) and args.get("enable_expert_parallel") is True:
+        return True
+    ep = (run.get("layout") or {}).get("ep")
+    return isinstance(ep, Mapping) and bool(ep.get("value") or ep.get("at_least"))
+
+
+def _tp_from_blocks(run: Mapping[str, Any], model: object, settings: Mapping[str, Any]) -> int | None:
+    """The TP degree the logged engine blocks imply for a known model (`imported_runs.tp_from_blocks`)."""
+    from app.services.imported_runs import model_config_of, tp_from_blocks
+
+    config = model_config_of(model if isinstance(model, Mapping) else None)
+    if config is None or _as_int(settings.get("tensor_parallel_size")):
+        return None
+    return tp_from_blocks(run, config, _as_int(settings.get("pipeline_parallel_size")) or 1)
 
 
 def run_version(run: Mapping[str, Any]) -> str | None:

@@ -528,16 +528,18 @@ def import_log(text: str, model_config: Mapping[str, object] | None = None) -> J
 
 
 def read_log(
-    text: str, model_config: Mapping[str, object] | None = None, layout: Mapping[str, int] | None = None
+    text: str, model_config: Mapping[str, object] | None = None, layout: Mapping[str, int] | None = None,
+    model: Mapping[str, object] | None = None,
 ) -> tuple[JSON, list[tuple[JSON | None, str | None]]]:
     """The parsed log (`import_log`) and, per run, its plan document or why there is none
-    (``layout``: the TP/PP given with the import, for a log that does not state them).
+    (``layout``: the TP/PP given with the import, for a log that does not state them; ``model``:
+    the model section chosen for every run, catalogue or config, ``model_config`` its config).
     Pure and picklable in and out: the web runs it in a child process (`web/isolation.py`)."""
     parsed = import_log(text, model_config)
     docs: list[tuple[JSON | None, str | None]] = []
     for index in range(len(parsed.get("runs") or [])):
         try:
-            docs.append((plan_from_log_run(parsed, index, model_config, layout), None))
+            docs.append((plan_from_log_run(parsed, index, model_config, layout, model), None))
         except InputError as exc:
             docs.append((None, exc.message))
     return parsed, docs
@@ -548,6 +550,7 @@ def plan_from_log_run(
     run_index: int = 0,
     model_config: Mapping[str, object] | None = None,
     layout: Mapping[str, int] | None = None,
+    model: Mapping[str, object] | None = None,
 ) -> JSON:
     """A plan document with the measured ranks of one run of a parsed log (``layout``: the TP/PP
     given with the import when the log does not state them).
@@ -556,13 +559,20 @@ def plan_from_log_run(
     (converting the whole parsed log for each run made an import quadratic in its runs).
     """
     from app.services.evidence import document_from_log, log_run
+    from app.services.imported_runs import require_length
 
-    doc: JSON = {"from_log": {"runs": [_plain(log_run(parsed, run_index))]}, "log_run": 0}
+    run = log_run(parsed, run_index)
+    doc: JSON = {"from_log": {"runs": [_plain(run)]}, "log_run": 0}
     if layout:
         doc["layout"] = dict(layout)
-    if model_config is not None:
+    if model is not None:
+        named = (run.get("settings") or {}).get("model")
+        doc["model"] = {**_plain(model), **({"name": named} if isinstance(named, str) and "name" not in model else {})}
+    elif model_config is not None:
         doc["model"] = {"config": _plain(model_config)}
-    return document_from_log(validate_plan(doc), None).model_dump(mode="json", exclude_none=True)
+    out = document_from_log(validate_plan(doc), None).model_dump(mode="json", exclude_none=True)
+    require_length(out)
+    return out
 
 
 def _plain(obj: Any) -> Any:

@@ -17,12 +17,12 @@ from urllib.parse import quote_plus
 from app.core import admission as core_admission
 from app.core import kvrank, kvspec
 from app.core import ledger as core_ledger
-from app.core.exports import FORMATS, missing_model
+from app.core.exports import FORMATS, ExportError, missing_model, pairs_of, serve_command
 from app.core.kvspec import KV_CACHE_DTYPES
 from app.services import plan_query, plans
 from app.web import querystring
 from app.web.formatting import gib, intcomma, ratio
-from app.web.plan import charts
+from app.web.plan import charts, views
 from app.web.plan.views import PlanView
 from app.web.size.links import size_link
 
@@ -130,8 +130,20 @@ def quant_options(result: Mapping[str, Any] | None, query: Mapping[str, str]) ->
     return [("", f"as the checkpoint ({model.get('dtype') or 'model dtype'})"), fp8]
 
 
+def error_form_values(query: Mapping[str, str], base_doc: Mapping[str, Any] | None) -> dict[str, str]:
+    """The form of a plan that cannot be computed: the query's values, else the base document's
+    own (what was imported or saved), else each knob's default and vLLM's for the plan where they
+    can be told: never a slider's midpoint standing for a value nobody set."""
+    values = {knob.key: knob.default for knob in plan_query.KNOBS if knob.default is not None}
+    if base_doc is not None:
+        values.update(views.vllm_defaults(query, base_doc))
+        values.update({k: v for k, v in plan_query.query_from_plan(base_doc, None).items() if k in FORM_KEYS})
+    return {**values, **{k: v for k, v in query.items() if v != ""}}
+
+
 def page_context(
-    query: Mapping[str, str], has_base: bool, result: Mapping[str, Any] | None = None, form: bool = True
+    query: Mapping[str, str], has_base: bool, result: Mapping[str, Any] | None = None, form: bool = True,
+    base_doc: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Everything the plan template reads; without a result, the page of an invalid input.
 
@@ -143,13 +155,23 @@ def page_context(
         "admission": [], "rank_rows": [], "rank_columns": [], "rank_note": "", "rows_kind": "",
         "base_id": query.get("base"), "json_url": "", "form_keys": FORM_KEYS,
         "compare_url": "", "sim_url": "", "token_required": False, "chart_version": "",
-        "error_codes": ERROR_CODES, "url": "", "levers_url": "",
+        "error_codes": ERROR_CODES, "url": "", "levers_url": "", "title_name": "",
     }
     if result is None:
         context["json_url"] = querystring.page_url("/plan.json", query)
+        context["title_name"] = _model_name(base_doc)
     if form:
-        context.update(form_context(query, result, has_base))
+        values = query if result is not None else {**error_form_values(query, base_doc), "base": query.get("base", "")}
+        context.update(form_context(values, result, has_base))
     return context
+
+
+def _model_name(doc: Mapping[str, Any] | None) -> str:
+    """The model a document names (its name, else its catalogue slug), for a page without a result."""
+    model = doc.get("model") if isinstance(doc, Mapping) else None
+    if not isinstance(model, Mapping):
+        return ""
+    return str(model.get("name") or model.get("catalogue") or "")
 
 
 def binding_row(result: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -337,7 +359,7 @@ def plan_context(view: PlanView, form: bool = True) -> dict[str, Any]:
         sim_url=f"/sim{query}",
         chart_version=hashlib.sha1(view.url.encode()).hexdigest()[:10], url=view.url,
         levers_url=f"/plan/levers{query}",
-        exports=deploy_exports(result, query), size_link=size_link(result),
+        exports=deploy_exports(result, query), size_link=size_link(result), **serve_text(result),
         start_levers=start_lever_rows(result, view.url),
     )
     context["show_memory"] = not has_base or _estimated_base(view.base_doc)
@@ -385,6 +407,18 @@ def deploy_exports(result: Mapping[str, Any], query: str) -> dict[str, Any]:
     if why is not None:
         return {"links": [link for link in links if link["format"] == "csv"], "copies": [], "why": why}
     return {"links": links, "copies": [link for link in links if link["format"] in COPY_FORMATS], "why": None}
+
+
+def serve_text(result: Mapping[str, Any]) -> dict[str, str]:
+    """"Deploy with": the `vllm serve MODEL …` command a user can paste (every word shell-quoted);
+    a plan that names no model gets MODEL in its place and a note saying so."""
+    pairs = pairs_of(result)
+    try:
+        return {"serve_text": serve_command(pairs).rstrip("\n"), "serve_note": ""}
+    except ExportError:
+        text = serve_command([("--model", "MODEL"), *pairs]).rstrip("\n")
+        return {"serve_text": text, "serve_note": "The plan does not know the model's name: put its Hugging Face "
+                "id or local path in place of MODEL."}
 
 
 def _estimated_base(base_doc: Mapping[str, Any] | None) -> bool:

@@ -78,7 +78,18 @@ async def plan_page(request: Request) -> Response:
 def _declare_plan(request: Request, fragment: tuple[str, ...]) -> tuple[dict[str, str], PageSpec]:
     """The plan page's what-if keys, and its declaration (an error shows inline on the form)."""
     params = querystring.clean(request.query_params.multi_items())
-    return params, expect_page(request, PLAN, lambda: present.page_context(params, "base" in params), fragment)
+    return params, expect_page(
+        request, PLAN, lambda: present.page_context(params, "base" in params, base_doc=_base_or_none(request, params)),
+        fragment,
+    )
+
+
+def _base_or_none(request: Request, params: dict[str, str]) -> dict[str, Any] | None:
+    """The base document of a plan that failed, for its form and title (None when there is none)."""
+    try:
+        return views.resolve_base(params, _bases(request))
+    except InputError:
+        return None
 
 
 def _plan_page(request: Request) -> Response:
@@ -187,15 +198,17 @@ def import_post(
     request: Request,
     text: Annotated[str, Form()] = "",
     model: Annotated[str, Form()] = "",
+    config: Annotated[str, Form()] = "",
     file: Annotated[UploadFile | None, File()] = None,
     tp: Annotated[str, Form()] = "",
     pp: Annotated[str, Form()] = "",
 ) -> Response:
     settings = request.app.state.settings
-    spec = expect_page(request, "pages/import.html", workflows.import_context(settings, "log", model))
+    spec = expect_page(request, "pages/import.html", workflows.import_context(settings, "log", model, text, config))
+    log = workflows.log_text(text, file, settings.max_log_bytes)
+    spec = expect_page(request, "pages/import.html", workflows.import_context(settings, "log", model, log, config))
     layout = workflows.import_layout(tp, pp)
-    imported = workflows.import_log(workflows.log_text(text, file, settings.max_log_bytes), model,
-                                    request.app.state.isolation, layout)
+    imported = workflows.import_log(log, model, request.app.state.isolation, layout, config)
     return render(request, spec, workflows.import_preview(imported, _bases(request), layout))
 
 
@@ -204,13 +217,14 @@ def import_post_json(
     request: Request,
     text: Annotated[str, Form()] = "",
     model: Annotated[str, Form()] = "",
+    config: Annotated[str, Form()] = "",
     file: Annotated[UploadFile | None, File()] = None,
     tp: Annotated[str, Form()] = "",
     pp: Annotated[str, Form()] = "",
 ) -> Response:
     settings = request.app.state.settings
     imported = workflows.import_log(workflows.log_text(text, file, settings.max_log_bytes), model,
-                                    request.app.state.isolation, workflows.import_layout(tp, pp))
+                                    request.app.state.isolation, workflows.import_layout(tp, pp), config)
     return JSONResponse(workflows.import_json(imported, _bases(request)))
 
 

@@ -17,7 +17,7 @@ from fastapi import UploadFile
 from app.core.errors import InputError
 from app.db.repository import NotFound
 from app.ingest.catalogue import get_model
-from app.services import plans
+from app.services import imported_runs, plans
 from app.services.base_documents import BaseStore
 from app.settings import Settings
 from app.web import querystring
@@ -115,10 +115,18 @@ def import_runs(imported: ImportedLog, bases: BaseStore) -> list[dict[str, Any]]
     return runs
 
 
-def import_context(settings: Settings, active_form: str = "", model_slug: str = "") -> dict[str, Any]:
+#: The largest uploaded log put back into the import page's text box (bigger ones stay in the file field).
+KEEP_IN_BOX_BYTES = 1024 * 1024
+
+
+def import_context(
+    settings: Settings, active_form: str = "", model_slug: str = "", log_text: str = "", config_text: str = ""
+) -> dict[str, Any]:
+    """The import page; after an import (or a refused one) the pasted log and config stay in their boxes."""
     return {"nav": "import", "active_form": active_form, "error": None, "field_errors": {}, "runs": None,
             "row_keys": LOG_ROW_KEYS, "max_log_mib": _mib(settings.max_log_bytes), "findings": [],
-            "model_slug": model_slug, "layout": {},
+            "model_slug": model_slug, "layout": {}, "config_text": config_text,
+            "log_text": log_text if len(log_text.encode()) <= KEEP_IN_BOX_BYTES else "",
             "model_options": [(m["slug"], m["name"]) for m in plans.catalogue_search("", limit=200)]}
 
 
@@ -130,7 +138,8 @@ def import_form_json(settings: Settings) -> dict[str, Any]:
         "fields": {
             "text": "vLLM startup log text (every rank's lines; any prefix era)",
             "file": "or the log as a file upload (multipart)",
-            "model": "optional catalogue slug: residuals are computed against that model",
+            "model": "optional catalogue slug: residuals and every run's plan use that model",
+            "config": "optional config.json text of a model not in the catalogue (used like model)",
             "tp": "optional TP degree (1-4096), for a log that does not state it",
             "pp": "optional PP degree (pipeline stages, 1-1024), for a log that does not state it",
         },
@@ -164,12 +173,16 @@ def import_layout(tp: str, pp: str) -> dict[str, int]:
 
 
 def import_log(
-    text: str, model_slug: str, isolation: Isolation, layout: Mapping[str, int] | None = None
+    text: str, model_slug: str, isolation: Isolation, layout: Mapping[str, int] | None = None, config_text: str = ""
 ) -> ImportedLog:
-    """Parse a log (with the chosen catalogue model's config for residuals, if any) and make each
-    run's plan document, in a child process under the server's time limit (web/isolation.py)."""
+    """Parse a log (with the chosen catalogue model, or a pasted config.json, for residuals and
+    every run's plan) and make each run's plan document, in a child process under the server's
+    time limit (web/isolation.py)."""
     config = catalogue_config(model_slug)
-    parsed, docs = isolation.run("log", plans.read_log, text, config, dict(layout or {}) or None)
+    model = imported_runs.model_doc(model_slug, config_text)
+    if config is None and model is not None:
+        config = model["config"]
+    parsed, docs = isolation.run("log", plans.read_log, text, config, dict(layout or {}) or None, model)
     return ImportedLog(parsed, docs)
 
 

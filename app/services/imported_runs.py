@@ -1,0 +1,115 @@
+"""What an imported run's plan knows beyond its memory rows: the model and the TP degree.
+
+- The model: the catalogue entry or config.json the user chose on the import page (`model_doc`),
+  else the one the log names (`evidence._model_for_run`). A run that names no model and states
+  no max_model_len cannot be planned (the admission needs one request's length): the import says
+  which fields to fill instead of making a plan that cannot compute.
+- The TP degree, when the log does not state it and no worker prefix carries a TP index (V0
+  `VllmWorkerProcess` / Ray workers are numbered by pid only, and a log excerpt need not hold
+  every worker): the degree at which the model's per-rank page turns the smallest logged KV
+  memory into exactly the block count the engine logged (vLLM V0 `determine_num_available_blocks`
+  is `kv_bytes // page_bytes` on every worker, the engine keeps the minimum:
+  vllm/worker/worker.py and vllm/executor/executor_base.py `initialize_cache`, v0.7.2). Only a
+  unique degree within the printed precision is taken; public/39 (Qwen2.5-32B, 7.71 GiB per
+  rank, '# CUDA blocks: 3947') is TP2: TP1 would give 1,973 blocks and TP4 7,894.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from app.core.errors import InputError
+from app.core.kvspec import rank_kv
+from app.core.model_config import shape_from_config
+
+JSON = dict[str, Any]
+_TP_CANDIDATES = (1, 2, 4, 8, 16, 32, 64)
+
+
+def _as_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def model_doc(catalogue: str, config_text: str, name: str = "") -> JSON | None:
+    """The model section the import page's choices give: a catalogue slug, or a pasted config.json
+    (an InputError naming `config` when it is not a JSON object); None when neither is given."""
+    if catalogue:
+        return {"catalogue": catalogue}
+    if not config_text.strip():
+        return None
+    try:
+        config = json.loads(config_text)
+    except json.JSONDecodeError as exc:
+        raise InputError("config", f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    if not isinstance(config, dict):
+        raise InputError("config", "a config.json must be a JSON object")
+    out: JSON = {"config": config}
+    label = name.strip() or (config.get("_name_or_path") if isinstance(config.get("_name_or_path"), str) else "")
+    if label:
+        out["name"] = str(label)[:120]
+    return out
+
+
+def model_config_of(model: Mapping[str, Any] | None) -> Mapping[str, object] | None:
+    """The config.json a document's model section stands for (inline or catalogue), if any."""
+    if not isinstance(model, Mapping):
+        return None
+    config = model.get("config")
+    if isinstance(config, Mapping):
+        return config
+    if isinstance(model.get("catalogue"), str):
+        from app.ingest.catalogue import get_model
+
+        try:
+            return get_model(model["catalogue"]).config_dict()
+        except KeyError:
+            return None
+    return None
+
+
+def tp_from_blocks(run: Mapping[str, Any], config: Mapping[str, object], pp: int = 1) -> int | None:
+    """The unique TP degree at which the model's page reproduces the engine's logged block count
+    from the smallest per-rank KV memory (within the KV line's printed precision), else None."""
+    engine: Mapping[str, Any] = run.get("engine") or {}
+    settings: Mapping[str, Any] = run.get("settings") or {}
+    logged = _as_int(engine.get("num_gpu_blocks"))
+    recs = [r for r in run.get("ranks") or [] if isinstance(r, Mapping) and _as_int(r.get("kv_bytes"))]
+    if not logged or not recs:
+        return None
+    low = min(recs, key=lambda r: int(r["kv_bytes"]))
+    kv, tol = int(low["kv_bytes"]), _as_int((low.get("tolerance") or {}).get("kv_bytes")) or 0
+    try:
+        shape = shape_from_config(config)
+    except InputError:
+        return None
+    block_size = _as_int(engine.get("block_size")) or _as_int(settings.get("block_size")) or 16
+    dtype = str(settings.get("kv_cache_dtype") or "auto")
+    matches = []
+    for tp in _TP_CANDIDATES:
+        if tp < len(recs) // max(1, pp):
+            continue  # fewer GPUs than the ranks that printed
+        try:
+            rkv = rank_kv(shape, tp=tp, pp=pp, kv_cache_dtype=dtype, block_size=block_size)
+        except InputError:
+            continue
+        lo, hi = rkv.blocks_for(max(0, kv - tol)), rkv.blocks_for(kv + tol)
+        if lo <= logged <= hi:
+            matches.append(tp)
+    return matches[0] if len(matches) == 1 else None
+
+
+def require_length(doc: Mapping[str, Any]) -> None:
+    """An imported run's document must let the plan know one request's length: a model with a
+    config (catalogue or pasted) or a stated max_model_len."""
+    model = doc.get("model") or {}
+    engine = doc.get("engine") or {}
+    if "kv_bytes_per_token" in model and not engine.get("max_model_len"):
+        which = (f"the log's model {model['name']!r} is not in the catalogue" if model.get("name")
+                 else "the log does not name its model")
+        raise InputError(
+            "model",
+            f"{which} and states no max_model_len, so one request's size is unknown: choose the model in the "
+            "Model list or paste its config.json, then import again",
+        )

@@ -1,0 +1,130 @@
+"""Issue 17 items 7 and 16 and the public/39 defect, on the server side: an imported run's plan
+knows its model (title, JSON) and TP degree, the deploy command is pasteable, the import page
+keeps what was pasted and asks only for fields it has, and a plan that cannot be computed shows
+the base document's values (not slider midpoints) under the model's name.
+
+public/39 (vllm-project/vllm#15815: v0.7.2, Qwen/Qwen2.5-32B-Instruct TP2 on 2× L40S) names
+neither its model nor max_model_len in the log; both ranks print 7.71 GiB of KV and the engine
+'# CUDA blocks: 3947'. Independent arithmetic: Qwen2.5-32B has 64 layers, 8 KV heads of 128 —
+at TP2, 4 heads per rank: 64 × 4 × 128 × 2 (K, V) × 2 B × 16 tokens = 2 MiB per block, and
+7.71 GiB / 2 MiB = 3,947.5 → 3,947 blocks (TP1: 1,973; TP4: 7,894).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.core.errors import InputError
+from app.services import plans
+from app.services.imported_runs import model_doc, tp_from_blocks
+
+from .support import TestClient
+
+LOGS = Path(__file__).resolve().parents[1] / "data" / "vllm-logs"
+LOG39 = next((LOGS / "public").glob("39-*.log")).read_text()
+SAME = {"Sec-Fetch-Site": "same-origin"}
+
+
+def _import(client: TestClient, **form: str) -> dict[str, Any]:
+    response = client.post("/import.json", data={"text": LOG39, **form}, headers=SAME)
+    assert response.status_code == 200, response.text
+    out: dict[str, Any] = response.json()
+    return out
+
+
+def _title(html: str) -> str:
+    match = re.search(r"<title>(.*?)</title>", html)
+    assert match is not None
+    return match[1]
+
+
+def test_a_log_naming_neither_model_nor_length_asks_for_the_model(client: TestClient) -> None:
+    (plan,) = _import(client)["plans"]
+    assert plan["url"] is None
+    assert "does not name its model" in plan["error"] and "config.json" in plan["error"]
+    page = client.post("/import", data={"text": LOG39}, headers=SAME).text
+    assert "Model list above or paste its config.json" in page
+    assert "INFO 04-02 10:20:45 model_runner.py:1116] Loading model weights took 30.7098 GB" in page  # kept
+    assert "add model.config" not in page and "(CLI: --config)" not in page
+
+
+def test_the_chosen_model_gives_the_run_its_tp_degree_and_name(client: TestClient) -> None:
+    (plan,) = _import(client, model="qwen2.5-32b")["plans"]
+    result = client.get(plan["url"].replace("/plan?", "/plan.json?")).json()
+    assert result["model"]["name"] == "Qwen/Qwen2.5-32B"
+    assert result["layout"]["tp"] == 2 and result["layout"]["ranks"] == 2
+    assert result["blocks"] == 3947  # the engine's logged block count, per rank of TP2
+    page = client.get(plan["url"]).text
+    assert _title(page) == "Plan · Qwen/Qwen2.5-32B · KV Ledger"
+    assert "Plan from a stored document" not in page
+    assert "vllm serve Qwen/Qwen2.5-32B \\\n  --tensor-parallel-size 2" in page
+
+
+def test_a_pasted_config_json_stands_for_the_model(client: TestClient) -> None:
+    import json
+
+    from app.ingest.catalogue import get_model
+
+    config = json.dumps(get_model("qwen2.5-32b").config_dict())
+    (plan,) = _import(client, config=config)["plans"]
+    result = client.get(plan["url"].replace("/plan?", "/plan.json?")).json()
+    assert result["layout"]["tp"] == 2 and result["blocks"] == 3947
+    page = client.post("/import", data={"text": LOG39, "config": "{not json"}, headers=SAME)
+    assert page.status_code == 422 and "not valid JSON" in page.text
+    assert "{not json" in page.text and "30.7098 GB" in page.text  # both boxes keep what was pasted
+
+
+def test_tp_from_blocks_needs_a_unique_match() -> None:
+    from app.ingest.catalogue import get_model
+
+    parsed = plans.import_log(LOG39)
+    run = parsed["runs"][0]
+    config = get_model("qwen2.5-32b").config_dict()
+    assert tp_from_blocks(run, config) == 2
+    other = {**run, "engine": {**run["engine"], "num_gpu_blocks": 3000}}
+    assert tp_from_blocks(other, config) is None  # no degree gives 3,000 blocks: left unknown
+    assert tp_from_blocks({**run, "engine": {}}, config) is None
+
+
+def test_model_doc_refuses_a_config_that_is_not_an_object() -> None:
+    with pytest.raises(InputError) as err:
+        model_doc("", "[1, 2]")
+    assert err.value.field == "config"
+    assert model_doc("", "  ") is None
+    assert model_doc("", '{"_name_or_path": "org/m", "num_hidden_layers": 2}') == {
+        "config": {"_name_or_path": "org/m", "num_hidden_layers": 2}, "name": "org/m"}
+
+
+def test_a_plan_that_cannot_compute_shows_the_base_documents_values(client: TestClient) -> None:
+    doc = {"model": {"kv_bytes_per_token": 131089, "name": "my-model"}, "vllm_version": "0.7.2",
+           "layout": {"tp": 2}, "engine": {"gpu_memory_utilization": 0.9},
+           "ranks": [{"total": "44.42 GiB", "kv_room": "7.71 GiB"}, {"total": "44.42 GiB", "kv_room": "7.71 GiB"}]}
+    base = client.app.state.bases.put(doc)  # type: ignore[attr-defined]
+    page = client.get(f"/plan?base={base}")
+    assert page.status_code == 422
+    html = page.text
+    assert "engine.max_model_len" in html
+    assert _title(html) == "Plan · my-model · KV Ledger"
+    assert re.search(r'name="util"[^>]*value="0.9"', html), "utilization of the document, not the midpoint"
+    assert re.search(r'<option value="2" selected', html), "TP of the document"
+    assert re.search(r'name="growth"[^>]*value="0"', html)
+    assert 'value="16" selected' in html  # the block size default, not block 1
+
+
+def test_deploy_command_has_the_runs_expert_parallel_flag() -> None:
+    from app.schemas import validate_plan
+    from app.services.evidence import document_from_log
+
+    # worker names carry `_EP{ep_rank}` only with expert parallel on (multiproc_executor.py @28be48fa)
+    text = "".join(f"(Worker_TP{i}_EP{i} pid={i + 10}) INFO 01-01 00:00:0{i} [gpu_worker.py:1] Available KV cache "
+                   "memory: 10.00 GiB\n" for i in range(2))
+    parsed = plans.import_log(text)
+    doc = document_from_log(validate_plan({"from_log": {"runs": parsed["runs"][:1]}, "model": {
+        "catalogue": "llama-3.1-8b"}}), None)
+    assert doc.layout.expert_parallel is True
+    result = plans.run_plan(doc.model_dump(mode="json", exclude_none=True), with_levers=False)
+    assert "--enable-expert-parallel" in result["flags"]
