@@ -53,8 +53,9 @@ def test_qwen3_coder_dp8_expert_parallel() -> None:
     r = read_serve("vllm serve /tmp/model/Qwen3-Coder-480B-A35B-Instruct-FP8 --served-model-name "
                    "Qwen3-Coder-480B-A35B-FP8 -dp=8  --enable-expert-parallel --enable-auto-tool-choice "
                    "--tool-call-parser qwen3_coder --gpu-memory-utilization 0.95")
-    assert r.document() == {"layout": {"dp": 8}, "engine": {"gpu_memory_utilization": 0.95}}
-    assert ("--enable-expert-parallel", None) in _flags(r.other_flags)
+    # --enable-expert-parallel is a plan flag (layout.expert_parallel), so the deploy command keeps it
+    assert r.document() == {"layout": {"dp": 8, "expert_parallel": True}, "engine": {"gpu_memory_utilization": 0.95}}
+    assert ("--enable-expert-parallel", None) not in _flags(r.other_flags)
     assert ("--tool-call-parser", "qwen3_coder") in _flags(r.other_flags)
 
 
