@@ -291,7 +291,11 @@ _CG_MODE = re.compile(
 )
 _CG_POOL = re.compile(r"CUDA graph pool memory: " + N + r" ?GiB \(actual\), " + N + r" ?GiB \(estimated\)")
 _CG_ON = re.compile(
-    r"CUDA graph memory profiling is enabled( \(default since v0\.21\.0\))?\. The current "
+    # v0.21+ "(default since v0.21.0)"; the opt-in builds before it (public/31, 32: main of 2026-03) say
+    # "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1). This will become the default in v0.19."
+    r"CUDA graph memory profiling is enabled( \(default since v0\.21\.0\))?"
+    r"(?: \(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1\)\. This will become the default in v[\d.]{1,8}?)?"
+    r"\. The current "
     r"--gpu-memory-utilization="
     + N
     + r" is equivalent to --gpu-memory-utilization="
@@ -299,8 +303,12 @@ _CG_ON = re.compile(
     + r" without CUDA graph memory profiling\..{0,300}?increase --gpu-memory-utilization to "
     + N
 )
+# Off: "… is disabled …" (v0.21+ with VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0), or the opt-in builds'
+# "In v0.19, CUDA graph memory profiling will be enabled by default … increase --gpu-memory-utilization
+# from X to Y" (public/31, main of 2026-03: the estimate is printed but not subtracted).
 _CG_OFF = re.compile(
-    r"CUDA graph memory profiling is disabled.{0,500}?increasing --gpu-memory-utilization from " + N + " to " + N
+    r"CUDA graph memory profiling (?:is disabled|will be enabled by default).{0,500}?increas(?:ing|e) "
+    r"--gpu-memory-utilization from " + N + " to " + N
 )
 
 

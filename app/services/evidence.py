@@ -18,6 +18,7 @@ from app.core.errors import InputError
 from app.core.kvspec import RankKV, rank_kv, rank_kv_uniform
 from app.core.model_config import shape_from_config
 from app.schemas import PlanDocument
+from app.services.imported_runs import advice_notes, graphs_in_budget
 from app.services.rowless_ranks import fill_rowless, layout_notes
 
 JSON = dict[str, Any]
@@ -62,17 +63,20 @@ def catalogue_config_for(model_name: str | None) -> tuple[str, Mapping[str, obje
 def ranks_from_run(run: Mapping[str, Any]) -> list[JSON]:
     """Plan-document rank entries from a parsed run's rank records."""
     out: list[JSON] = []
+    in_budget = graphs_in_budget(run)
     for rec in run.get("ranks") or []:
         if not isinstance(rec, Mapping):
             continue
         entry: JSON = {"label": str(rec.get("rank") or f"pid={rec.get('pid')}")[:64]}
+        estimate = in_budget and rec.get("cuda_graph_estimate_bytes") is not None
+        graphs = "cuda_graph_estimate_bytes" if estimate else "cuda_graph_bytes"
         for key, src in (
             ("total", "total_bytes"),
             ("free_at_start", "free_at_start_bytes"),
             ("weights", "weights_bytes"),
             ("non_torch", "non_torch_bytes"),
             ("activation", "activation_bytes"),
-            ("cuda_graphs", "cuda_graph_bytes"),
+            ("cuda_graphs", graphs),
             ("kv_room", "kv_bytes"),
         ):
             value = _as_int(rec.get(src))
@@ -175,6 +179,7 @@ def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) 
         k in doc.layout.model_fields_set or _stated(run, k) or settings.get(src) for k, src in _SIZES
     ):
         notes.extend(layout_notes(len(run.get("ranks") or []), layout))
+    notes.extend(advice_notes(run))
     if notes:
         data["notes"] = [*data.get("notes", []), *notes]
     if whatif:

@@ -113,3 +113,40 @@ def require_length(doc: Mapping[str, Any]) -> None:
             f"{which} and states no max_model_len, so one request's size is unknown: choose the model in the "
             "Model list or paste its config.json, then import again",
         )
+
+
+def graphs_in_budget(run: Mapping[str, Any]) -> bool:
+    """Whether the run's KV budget had the CUDA-graph estimate taken out of it (v0.21+ default,
+    opt-in before): then the ledger's CUDA-graph cell is the logged estimate, the amount vLLM
+    subtracted (`available_kv = requested − non_kv − cudagraph_memory_estimate_applied`,
+    vllm/v1/worker/gpu_worker.py `determine_available_memory` @28be48fa), not the capture's actual."""
+    semantics = run.get("semantics")
+    return isinstance(semantics, Mapping) and semantics.get("cuda_graphs_inside_budget") is True
+
+
+def _ratio(value: object) -> str:
+    return f"{value:.4f}" if isinstance(value, float | int) and not isinstance(value, bool) else "?"
+
+
+def advice_notes(run: Mapping[str, Any]) -> list[str]:
+    """vLLM's own utilization advice, once per distinct figure with the ranks that printed it: the
+    utilization without CUDA-graph profiling equal to the current one, and the one that keeps the
+    KV size of before (gpu_worker.py @28be48fa: current ∓ estimate / total, rounded to 4 places)."""
+    seen: dict[tuple[str, str, str], list[str]] = {}
+    for rec in run.get("ranks") or []:
+        if not isinstance(rec, Mapping) or rec.get("util_suggested") is None:
+            continue
+        key = (_ratio(rec.get("hint_gpu_memory_utilization")), _ratio(rec.get("util_equivalent_without_cg")),
+               _ratio(rec.get("util_suggested")))
+        seen.setdefault(key, []).append(str(rec.get("rank")))
+    notes = []
+    for (current, equivalent, suggested), ranks in seen.items():
+        who = ", ".join(ranks[:4]) + (f" and {len(ranks) - 4} more" if len(ranks) > 4 else "")
+        if equivalent == "?":
+            notes.append(f"vLLM's advice ({who}): with CUDA-graph memory profiling on "
+                         f"(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1), --gpu-memory-utilization {suggested} keeps "
+                         "this KV cache size")
+            continue
+        notes.append(f"vLLM's advice ({who}): --gpu-memory-utilization {current} with CUDA-graph memory profiling "
+                     f"equals {equivalent} without it; {suggested} keeps the KV cache size of before")
+    return notes

@@ -85,3 +85,23 @@ def test_same_length_error_after_concurrency_stays_in_the_run() -> None:
             "is needed, which is larger than the available KV cache memory (1.00 GiB).\n")
     (run,) = runs(parsed(text))
     assert codes(run) == ["max_seq_len_exceeds_kv"]
+
+
+# ---------------------------------------------------------------- issue 17 item 8: CUDA-graph lines
+
+
+def test_public_32_opt_in_advice_is_read_per_rank() -> None:
+    # "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1). This will become the default in v0.19." wording
+    (run,) = runs(_doc("32"))
+    by_rank = {r["rank"]: r for r in run["ranks"]}
+    assert (by_rank["TP0"]["util_equivalent_without_cg"], by_rank["TP0"]["util_suggested"]) == (0.8015, 0.9985)
+    assert (by_rank["TP1"]["util_equivalent_without_cg"], by_rank["TP1"]["util_suggested"]) == (0.8033, 0.9967)
+    assert run["semantics"]["cuda_graphs_inside_budget"] is True
+
+
+def test_public_31_estimate_printed_but_not_subtracted() -> None:
+    # "In v0.19, CUDA graph memory profiling will be enabled by default … To try it now … increase
+    # --gpu-memory-utilization from 0.7000 to 0.7021": the estimate is not in this run's budget
+    (run,) = runs(_doc("31"))
+    assert run["semantics"]["cuda_graphs_inside_budget"] is False
+    assert run["ranks"][0]["util_suggested"] == 0.7021

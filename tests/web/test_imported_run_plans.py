@@ -128,3 +128,20 @@ def test_deploy_command_has_the_runs_expert_parallel_flag() -> None:
     assert doc.layout.expert_parallel is True
     result = plans.run_plan(doc.model_dump(mode="json", exclude_none=True), with_levers=False)
     assert "--enable-expert-parallel" in result["flags"]
+
+
+def test_a_run_with_graphs_in_its_budget_takes_the_logged_estimate_and_vllms_advice() -> None:
+    # public/32 (vllm PR #37296): TP0 'Estimated CUDA graph memory: 4.38 GiB total', 'Available KV
+    # cache memory: 25.46 GiB', and per rank the util-equivalence advice (opt-in wording)
+    from app.schemas import validate_plan
+    from app.services.evidence import document_from_log
+
+    parsed = plans.import_log(next((LOGS / "public").glob("32-*.log")).read_text())
+    doc = document_from_log(validate_plan({"from_log": parsed, "model": {"kv_bytes_per_token": 65536},
+                                           "engine": {"max_model_len": 4096}}), None)
+    (tp0,) = doc.ranks or []
+    assert tp0.label == "TP0" and abs((tp0.cuda_graphs or 0) / 2**30 - 4.38) <= 0.005
+    assert any("(TP0)" in n and "0.9000" in n and "0.8015" in n and "0.9985" in n for n in doc.notes)
+    assert any("(TP1)" in n and "0.8033" in n and "0.9967" in n for n in doc.notes)
+    result = plans.run_plan(doc.model_dump(mode="json", exclude_none=True), with_levers=False)
+    assert any("vLLM's advice (TP0)" in n for n in result["notes"])
