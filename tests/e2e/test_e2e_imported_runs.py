@@ -43,6 +43,11 @@ def test_public_39_import_asks_for_the_model_then_plans_tp2(page: Any) -> None:
     assert page.eval_on_selector("select[name=tp]", "s => s.value") == "2"
     assert page.eval_on_selector("input[name=util]", "i => i.value") == "0.9"
     assert page.eval_on_selector("select[name=block_size]", "s => s.value") == "16"
+    # The log does not state the run's max_model_len: at the model's 131,072 it does not fit, so
+    # the page leads with why and the largest max_model_len that fits is one click away.
+    assert page.locator("#flags-refused").count() == 1
+    page.click("#start-levers tr[data-knob=max_model_len] a")
+    page.wait_for_selector("#flags-text")
     deploy = page.inner_text("#flags-text")
     assert deploy.startswith("vllm serve Qwen/Qwen2.5-32B \\\n  --tensor-parallel-size 2")
     assert "--gpu-memory-utilization 0.9" in deploy

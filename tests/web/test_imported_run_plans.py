@@ -12,6 +12,7 @@ at TP2, 4 heads per rank: 64 × 4 × 128 × 2 (K, V) × 2 B × 16 tokens = 2 MiB
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,14 @@ def test_the_chosen_model_gives_the_run_its_tp_degree_and_name(client: TestClien
     page = client.get(plan["url"]).text
     assert _title(page) == "Plan · Qwen/Qwen2.5-32B · KV Ledger"
     assert "Plan from a stored document" not in page
-    assert "vllm serve Qwen/Qwen2.5-32B \\\n  --tensor-parallel-size 2" in page
+    # The log does not state the run's max_model_len, so the plan takes the model's 131,072, which
+    # does not fit in 3,947 blocks: the page leads with that and offers the largest that fits.
+    assert 'id="flags-refused"' in page and 'id="flags-text"' not in page
+    lever = re.search(r'<tr data-knob="max_model_len"[^>]*>\s*<td><a href="([^"]+)"', page)
+    assert lever is not None
+    fitted = client.get(html.unescape(lever.group(1))).text
+    assert "vllm serve Qwen/Qwen2.5-32B \\\n  --tensor-parallel-size 2" in fitted
+    assert "--max-model-len 63152" in fitted
 
 
 def test_a_pasted_config_json_stands_for_the_model(client: TestClient) -> None:
