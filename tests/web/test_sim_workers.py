@@ -108,9 +108,10 @@ def test_jobs_are_shared_by_both_workers(two_workers: tuple[subprocess.Popen[byt
     assert states.count("running") <= 1 and set(states) <= {"queued", "running"}, states
     for job_id in ids:
         assert a.call("POST", f"/api/v1/sim/jobs/{job_id}/cancel")[0] == 200
-    for job_id in ids:
-        assert a.until("GET", f"/api/v1/sim/jobs/{job_id}", lambda s, r, w: r["state"] in FINISHED)[1][
-            "state"] == "cancelled"
+    for job_id, state in zip(ids, states, strict=True):
+        final_state = a.until("GET", f"/api/v1/sim/jobs/{job_id}", lambda s, r, w: r["state"] in FINISHED)[1]["state"]
+        # A queued job is cancelled at once; a running one may finish first and keep its result.
+        assert final_state == "cancelled" or (state == "running" and final_state == "done"), (job_id, final_state)
 
     # The rate limit over both workers: A has used 2 of its 3 tokens (1 a minute after that).
     assert a.call("POST", "/api/v1/sim/jobs", SMALL)[0] == 202
