@@ -250,7 +250,8 @@ def _model_for_run(run: Mapping[str, Any], settings: Mapping[str, Any]) -> JSON:
         raise InputError(
             "model",
             f"the log's model ({name or 'not stated'}) is not in the catalogue and its KV lines do not "
-            "give bytes per token: add model.config (its config.json)",
+            "give bytes per token: choose the model (the import page's Model list, or model.catalogue "
+            "in a plan document) or give its config.json (pasted on the import page, or model.config)",
         )
     return {"kv_bytes_per_token": per_token, "name": name}
 

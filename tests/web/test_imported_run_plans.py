@@ -153,3 +153,11 @@ def test_a_run_with_graphs_in_its_budget_takes_the_logged_estimate_and_vllms_adv
     assert any("(TP1)" in n and "0.8033" in n and "0.9967" in n for n in doc.notes)
     result = plans.run_plan(doc.model_dump(mode="json", exclude_none=True), with_levers=False)
     assert any("vLLM's advice (TP0)" in n for n in result["notes"])
+
+
+def test_a_run_without_model_or_kv_bytes_names_the_fields_the_import_page_has(client: TestClient) -> None:
+    # tests/data/vllm-logs/22 (v0.27.1, TP2): no model named and no bytes per token in its KV lines.
+    text = (LOGS / "22-v0271-tp2-cg-profiling.log").read_text()
+    page = client.post("/import", data={"text": text}, headers=SAME).text
+    assert "add model.config" not in page
+    assert "Model list" in page and "config.json" in page
