@@ -40,9 +40,9 @@ DEMO_LEDGERS: tuple[tuple[str, dt.date, str], ...] = (
      "vLLM 0.21+: CUDA-graph memory is profiled and subtracted from the budget. Public log."),
 )
 LLAMA_TP4: dict[str, Any] = {
-    "title": "Llama-3.1-70B, TP4 on 80 GiB GPUs",
+    "title": "Llama-3.1-70B, TP4 on H100 80GB",
     "model": {"catalogue": "llama-3.1-70b"},
-    "gpu": {"total": "80 GiB"},
+    "gpu": {"name": "H100 80GB"},
     "layout": {"tp": 4},
 }
 LLAMA_TP4_085: dict[str, Any] = {

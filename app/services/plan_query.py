@@ -24,14 +24,16 @@ import annotated_types
 from pydantic import BaseModel
 
 from app.core.errors import InputError
+from app.core.gpus import DEFAULT_GPU, find_preset, nearest_presets
 from app.core.units import GIB, MIB, parse_bytes
 from app.schemas import PlanDocument
 
 JSON = dict[str, Any]
-Kind = Literal["str", "int", "float", "size"]
+Kind = Literal["str", "int", "float", "size", "gpu"]
 
 DEFAULT_MODEL = "llama-3.1-8b"
-DEFAULT_GPU_TOTAL = "80GiB"
+#: The GPU a plan without one runs on: a real card (its preset's total, app.core.gpus).
+DEFAULT_GPU_NAME = DEFAULT_GPU
 
 
 @dataclass(frozen=True)
@@ -80,8 +82,7 @@ class Limits:
 #: (for a what-if knob) and one line in `templates/partials/_plan_form.html`.
 KNOBS: tuple[Knob, ...] = (
     Knob("model", "model.catalogue", "str", structural=True, aliases=("model",)),
-    Knob("gpu_total", "gpu.total", "size", structural=True, aliases=("gpu",)),
-    Knob("gpu", "gpu.name", "str", structural=True),  # a preset (`kvledger gpus`): its total unless gpu_total
+    Knob("gpu", "gpu", "gpu", structural=True, aliases=("gpu.name", "gpu.total")),
     Knob("gpu_free", "gpu.free_at_start", "size", structural=True),
     Knob("ranks", "gpu.count", "int", structural=True, aliases=("ranks",)),
     Knob("tp", "layout.tp", "int", default="1", whatif="tp", structural=True, aliases=("layout",)),
@@ -222,9 +223,35 @@ def _parse(key: str, kind: str, raw: str) -> object:
         raise InputError(key, f"expected a {'whole number' if kind == 'int' else 'number'}, got {raw!r}") from None
     if kind == "size":
         return canonical_size(parse_bytes(text, key))
+    if kind == "gpu":
+        return gpu_text(text, key)
     if not text:
         raise InputError(key, "must not be empty")
     return text
+
+
+def gpu_text(text: str, field: str = "gpu") -> str:
+    """The canonical text of a GPU field: free text that is a size stays that size ("75 GiB" →
+    "75GiB"); anything else names a preset ("h100-80gb" → "H100 80GB"; nvidia-smi product strings
+    work too). Neither: an InputError naming the field and the nearest presets."""
+    text = text.strip()
+    if not text:
+        raise InputError(field, "must not be empty: pick a GPU or give its memory (e.g. 80GiB)")
+    try:
+        return canonical_size(parse_bytes(text, field))
+    except InputError:
+        pass
+    preset = find_preset(text)
+    if preset is not None:
+        return preset.name
+    near = ", ".join(repr(n) for n in nearest_presets(text))
+    raise InputError(field, f"unknown GPU {text[:60]!r}: pick a preset (nearest: {near}) or give its memory, e.g. 80GiB")
+
+
+def gpu_section(text: str, field: str = "gpu") -> JSON:
+    """A plan document's `gpu` for a GPU field's text: {"name": preset} or {"total": size}."""
+    value = gpu_text(text or DEFAULT_GPU_NAME, field)
+    return {"total": value} if value[:1].isdigit() else {"name": value}
 
 
 def canonical_value(key: str, raw: str) -> str:
@@ -267,8 +294,7 @@ def plan_from_query(params: Mapping[str, str], base_doc: Mapping[str, object] | 
     doc: JSON = dict(base_doc) if base_doc is not None else {}
     if base_doc is None:
         doc["model"] = {"catalogue": DEFAULT_MODEL}
-        named = (params.get("gpu") or "").strip() and not (params.get("gpu_total") or "").strip()
-        doc["gpu"] = {} if named else {"total": DEFAULT_GPU_TOTAL}  # a preset name gives its own total
+        doc["gpu"] = {"name": DEFAULT_GPU_NAME}
     measured = _measured_base(doc)
     for knob in KNOBS:
         key = knob.key
@@ -280,11 +306,28 @@ def plan_from_query(params: Mapping[str, str], base_doc: Mapping[str, object] | 
             doc["model"] = {"catalogue": value}
         elif knob.whatif and measured:
             _set(doc, f"whatif.{knob.whatif}", value)
-        elif key in ("gpu_total", "ranks") and measured:
+        elif key in ("gpu", "ranks") and measured:
             continue
+        elif key == "gpu":
+            _set_gpu(doc, gpu_section(str(value), key))
         else:
             _set(doc, knob.path, value)
     return doc
+
+
+def _set_gpu(doc: JSON, chosen: JSON) -> None:
+    """Put a GPU (a preset name or a total) in the document, keeping its count and interconnect."""
+    gpu = doc.get("gpu")
+    kept = {k: v for k, v in gpu.items() if k not in ("name", "total")} if isinstance(gpu, dict) else {}
+    doc["gpu"] = {**kept, **chosen}
+
+
+def _gpu_value(doc: Mapping[str, object]) -> object:
+    """The GPU field's value in a document: the preset's name, else the total."""
+    gpu = doc.get("gpu")
+    if not isinstance(gpu, Mapping):
+        return None
+    return gpu.get("name") if gpu.get("name") is not None else gpu.get("total")
 
 
 def _get(doc: Mapping[str, object], path: str) -> object:
@@ -308,14 +351,14 @@ def query_from_plan(
     out: dict[str, str] = {}
     for knob in KNOBS:
         key, path, kind = knob.key, knob.path, knob.kind
-        value = _get(doc, path)
+        value = _get(doc, path) if key != "gpu" else _gpu_value(doc)
         whatif = _get(doc, f"whatif.{knob.whatif}") if knob.whatif else None
         if whatif is not None:
             value = whatif
         if value is None:
             continue
         text = _text(key, kind, value)
-        reference = _get(base, path) if base is not None else None
+        reference = (_get(base, path) if key != "gpu" else _gpu_value(base)) if base is not None else None
         if reference is not None:
             if _text(key, kind, reference) != text:
                 out[key] = text
@@ -323,7 +366,7 @@ def query_from_plan(
         defaults_of_key = {knob.default, (defaults or {}).get(key)}
         if base is None:
             defaults_of_key |= {DEFAULT_MODEL if key == "model" else None,
-                                DEFAULT_GPU_TOTAL if key == "gpu_total" else None}
+                                DEFAULT_GPU_NAME if key == "gpu" else None}
         if text not in defaults_of_key:
             out[key] = text
     return out

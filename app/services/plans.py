@@ -271,6 +271,11 @@ def _assumption_notes(doc: PlanDocument) -> tuple[str, ...]:
     notes = []
     if doc.vllm_version is None:
         notes.append(f"no vllm_version given: vLLM {CURRENT_VLLM}'s rules assumed (the current release)")
+    index = doc.model.safetensors_index if doc.model is not None else None
+    if index is not None:
+        size = index.metadata.total_size
+        notes.append(f"weights from the checkpoint's model.safetensors.index.json: total_size {size:,} B "
+                     f"({size / 2**30:.2f} GiB), split per rank by vLLM's sharding")
     if doc.gpu is not None and doc.gpu.name and find_preset(doc.gpu.name) and doc.gpu.total == _preset_total(doc):
         preset = find_preset(doc.gpu.name)
         assert preset is not None

@@ -17,6 +17,8 @@ from app.services import plan_query
 #: The what-if keys: the base document's id, then every knob of `app.services.plan_query.KNOBS`.
 KEYS: tuple[str, ...] = ("base", *(knob.key for knob in plan_query.KNOBS))
 FIELD_KEYS_SET = frozenset(KEYS)
+#: Keys of older URLs, read as the key that replaced them ("gpu_total=80GiB" → "gpu=80GiB").
+LEGACY_KEYS = {"gpu_total": "gpu"}
 
 
 def clean(params: Mapping[str, str] | Iterable[tuple[str, str]]) -> dict[str, str]:
@@ -24,6 +26,7 @@ def clean(params: Mapping[str, str] | Iterable[tuple[str, str]]) -> dict[str, st
     items = params.items() if isinstance(params, Mapping) else params
     out: dict[str, str] = {}
     for key, value in items:
+        key = LEGACY_KEYS.get(key, key)
         if key in FIELD_KEYS_SET:
             text = value.strip()
             if text:

@@ -66,13 +66,13 @@ def test_history_is_not_flooded_by_slider_ticks(page: Any) -> None:
 def test_invalid_text_shows_inline_error_then_recovers(page: Any) -> None:
     _open_plan(page, PLAN)
     assert page.is_visible("#save-plan button")
-    page.fill("#f-gpu_total", "lots")
-    page.wait_for_function("() => document.querySelector('#err-gpu_total').textContent.trim() !== ''")
-    assert "cannot read 'lots' as a size" in page.inner_text("#err-gpu_total")
+    page.fill("#f-gpu", "lots")
+    page.wait_for_function("() => document.querySelector('#err-gpu').textContent.trim() !== ''")
+    assert "unknown GPU 'lots'" in page.inner_text("#err-gpu")
     assert not page.is_visible("#save-plan button")  # nothing valid to save until the field is fixed
-    page.fill("#f-gpu_total", "40GiB")
-    page.wait_for_url("**gpu_total=40GiB**")
-    page.wait_for_function("() => document.querySelector('#err-gpu_total').textContent.trim() === ''")
+    page.fill("#f-gpu", "40GiB")
+    page.wait_for_url("**gpu=40GiB**")
+    page.wait_for_function("() => document.querySelector('#err-gpu').textContent.trim() === ''")
     page.wait_for_selector("#adm-tokens")
     assert page.is_visible("#save-plan button")
     assert page.url.endswith(page.input_value("#save-plan input[name=plan]"))  # saves the plan now shown
@@ -106,7 +106,7 @@ def test_reading_works_without_javascript(browser: Any, server_url: str) -> None
 
 @pytest.mark.parametrize(
     ("name", "url"),
-    [("plan-1-rank", "/plan?model=llama-3.1-8b&gpu_total=24GiB&live=4000"),
+    [("plan-1-rank", "/plan?model=llama-3.1-8b&gpu=24GiB&live=4000"),
      ("plan-64-ranks", "/plan?model=llama-3.1-405b&tp=8&pp=8"),
      ("plan-seed000", "/plan?base=seed000"),
      ("plan-1024-ranks", "/plan?ranks=1024&tp=8")],

@@ -25,7 +25,7 @@ def _assert_inert(page: Any) -> None:
 def test_payload_in_plan_form_fields_is_inert(page: Any) -> None:
     page.goto("/plan?model=llama-3.1-70b&tp=4")
     fields = _text_fields(page)
-    assert {"f-gpu_total", "f-vllm", "f-kv_bytes", "f-reserve"} <= set(fields)
+    assert {"f-gpu", "f-vllm", "f-kv_bytes", "f-reserve"} <= set(fields)
     for field in fields:
         page.fill(f"#{field}", PAYLOAD)
         page.wait_for_function(

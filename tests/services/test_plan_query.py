@@ -14,7 +14,7 @@ params = st.fixed_dictionaries(
     {},
     optional={
         "model": st.sampled_from(["llama-3.1-70b", "qwen3-32b", "Llama-3.1-8B"]),
-        "gpu_total": st.sampled_from(["80GiB", "40 GiB", "141 GB", "24GiB"]),
+        "gpu": st.sampled_from(["80GiB", "40 GiB", "141 GB", "24GiB"]),
         "ranks": st.integers(1, 64).map(str),
         "tp": st.sampled_from(["1", "2", "4", "8"]),
         "util": st.floats(0.5, 0.98).map(lambda f: repr(round(f, 3))),
@@ -42,13 +42,25 @@ def test_round_trip_is_stable(query: dict[str, str]) -> None:
 def test_defaults_dropped_and_values_canonical() -> None:
     q = {
         "model": "llama-3.1-8b",
-        "gpu_total": "80 GiB",
+        "gpu": "h100-80gb",
         "tp": "1",
         "kv_dtype": "auto",
         "util": "0.90",
         "reserve": "1024 MiB",
     }
     assert query_from_plan(plan_from_query(q)) == {"util": "0.9", "reserve": "1GiB"}
+    # A size is free text: it stays in the URL (the default GPU is the H100 80GB preset, not 80 GiB).
+    assert query_from_plan(plan_from_query({**q, "gpu": "80 GiB"})) == {"gpu": "80GiB", "util": "0.9", "reserve": "1GiB"}
+
+
+def test_gpu_field_takes_a_preset_or_a_size() -> None:
+    assert plan_from_query({})["gpu"] == {"name": "H100 80GB"}
+    assert plan_from_query({"gpu": "NVIDIA A100-SXM4-80GB"})["gpu"] == {"name": "A100 80GB"}
+    assert plan_from_query({"gpu": "75 GiB", "ranks": "4"})["gpu"] == {"total": "75GiB", "count": 4}
+    assert query_from_plan(plan_from_query({"gpu": "l40s"})) == {"gpu": "L40S 48GB"}
+    with pytest.raises(InputError) as err:
+        plan_from_query({"gpu": "H900 banana"})
+    assert err.value.field == "gpu" and "nearest" in err.value.message
 
 
 def test_measured_base_routes_profiled_knobs_to_whatif() -> None:
@@ -57,7 +69,7 @@ def test_measured_base_routes_profiled_knobs_to_whatif() -> None:
         "engine": {"max_model_len": 8192},
         "ranks": [{"total": "80 GiB", "weights": "18 GiB"}],
     }
-    doc = plan_from_query({"tp": "2", "mnbt": "4096", "util": "0.8", "gpu_total": "40GiB"}, base_doc=base)
+    doc = plan_from_query({"tp": "2", "mnbt": "4096", "util": "0.8", "gpu": "40GiB"}, base_doc=base)
     # The rows (and a measured KV room) belong to the run's own utilization: 0.8 is a what-if on top.
     assert doc["whatif"] == {"tp": 2, "max_num_batched_tokens": 4096, "gpu_memory_utilization": 0.8}
     assert "gpu" not in doc and "gpu_memory_utilization" not in doc["engine"]
@@ -65,7 +77,7 @@ def test_measured_base_routes_profiled_knobs_to_whatif() -> None:
 
 
 @pytest.mark.parametrize(
-    ("key", "value"), [("tp", "two"), ("util", "nan"), ("gpu_total", "80 parsecs"), ("model", "no-such-model")]
+    ("key", "value"), [("tp", "two"), ("util", "nan"), ("gpu", "80 parsecs"), ("model", "no-such-model")]
 )
 def test_bad_values_name_the_key(key: str, value: str) -> None:
     with pytest.raises(InputError) as err:

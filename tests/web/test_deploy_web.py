@@ -17,7 +17,7 @@ COMMAND = "vllm serve meta-llama/Llama-3.1-70B-Instruct -tp 4 --max-model-len 32
 
 
 def _plan_page(client: TestClient) -> str:
-    started = client.post("/start/serve", data={"command": COMMAND, "gpu_total": "80GiB"}, follow_redirects=False)
+    started = client.post("/start/serve", data={"command": COMMAND, "gpu": "80GiB"}, follow_redirects=False)
     assert started.status_code == 303 and started.headers["location"].startswith("/plan?base=")
     page = client.get(started.headers["location"])
     assert page.status_code == 200
@@ -34,7 +34,7 @@ def test_home_page_takes_a_pasted_command_line(client: TestClient) -> None:
 
 def test_home_page_names_what_was_expected(client: TestClient) -> None:
     for command in ("ls -la", "", "vllm serve /models/mine -tp 2"):
-        response = client.post("/start/serve", data={"command": command, "gpu_total": "80GiB"})
+        response = client.post("/start/serve", data={"command": command, "gpu": "80GiB"})
         assert response.status_code == 422
         assert re.search(r"vllm serve MODEL|paste a vllm serve|not in the catalogue", response.text), command
 

@@ -159,7 +159,7 @@ def test_import_empty_text_is_an_inline_error(client: TestClient, renders: list[
 
 def test_start_from_config_redirects_to_a_plan(client: TestClient, renders: list[RenderEvent]) -> None:
     config = (DATA / "configs" / "llama31-8b.json").read_text()
-    response = client.post("/start/config", data={"config": config, "gpu_total": "24GiB"}, follow_redirects=False)
+    response = client.post("/start/config", data={"config": config, "gpu": "24GiB"}, follow_redirects=False)
     assert response.status_code == 303
     location = response.headers["location"]
     assert dict(parse_qsl(urlsplit(location).query)).keys() == {"base"}
@@ -242,8 +242,8 @@ def test_start_from_empty_nvidia_smi_is_an_inline_error(client: TestClient, rend
 @pytest.mark.parametrize(
     "query",
     [
-        "gpu_total=40GiB&model=llama-3.1-70b&tp=4",
-        "gpu_total=16GiB&model=llama-3.1-70b&tp=2",
+        "gpu=40GiB&model=llama-3.1-70b&tp=4",
+        "gpu=16GiB&model=llama-3.1-70b&tp=2",
         "kv_bytes=70GiB&tp=2",
         "max_model_len=10000000&tp=2",
         "base=seed001&reserve=0&live=4000",

@@ -24,7 +24,7 @@ what_ifs = st.fixed_dictionaries(
     {},
     optional={
         "model": st.sampled_from(["llama-3.1-8b", "llama-3.1-70b", "qwen3-8b", "mistral-7b-v0.3"]),
-        "gpu_total": st.sampled_from(["24GiB", "40GiB", "80GiB", "81559MiB", "141 GiB"]),
+        "gpu": st.sampled_from(["24GiB", "40GiB", "80GiB", "81559MiB", "141 GiB"]),
         "tp": st.sampled_from(["1", "2", "4", "8"]),
         "util": st.integers(50, 99).map(lambda n: f"{n / 100:.2f}"),
         "mnbt": st.sampled_from(["2048", "4096", "8192", "16384"]),
@@ -90,7 +90,7 @@ def test_field_key_maps_document_paths_to_form_keys() -> None:
     assert querystring.field_key("layout.tp") == "tp"
     assert querystring.field_key("whatif.tp") == "tp"
     assert querystring.field_key("ranks[2].total") == "ranks"
-    assert querystring.field_key("gpu.total") == "gpu_total"
+    assert querystring.field_key("gpu.total") == "gpu"
     assert querystring.field_key("mnbt") == "mnbt"
     assert querystring.field_key("something.else") is None
 

@@ -14,7 +14,7 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def test_payload_in_plan_fields_is_escaped(client: TestClient) -> None:
-    for key in ("gpu_total", "reserve", "vllm", "kv_bytes", "model", "kv_dtype"):
+    for key in ("gpu", "reserve", "vllm", "kv_bytes", "model", "kv_dtype"):
         for headers in ({}, HX):
             response = client.get("/plan", params={key: PAYLOAD}, headers=headers)
             assert response.status_code == 422, key

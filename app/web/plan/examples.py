@@ -64,9 +64,9 @@ class Example:
 
 EXAMPLES: tuple[Example, ...] = (
     Example(
-        "Llama-3.1-70B, TP4 on 80 GiB GPUs",
-        "Estimated rows for four H100-class ranks; move utilization and the prefill chunk.",
-        {"model": "llama-3.1-70b", "gpu_total": "80GiB", "tp": "4"},
+        "Llama-3.1-70B, TP4 on H100 80GB",
+        "Estimated rows for four H100 ranks; move utilization and the prefill chunk.",
+        {"model": "llama-3.1-70b", "gpu": "H100 80GB", "tp": "4"},
     ),
     Example(
         "Seed 000: a measured 4-rank ledger",
@@ -81,12 +81,12 @@ EXAMPLES: tuple[Example, ...] = (
     Example(
         "Llama-3.1-405B on 64 ranks (TP8 × PP8)",
         "An estimated 64-rank plan with uneven pipeline stages: one bar per rank.",
-        {"model": "llama-3.1-405b", "gpu_total": "80GiB", "tp": "8", "pp": "8"},
+        {"model": "llama-3.1-405b", "gpu": "H100 80GB", "tp": "8", "pp": "8"},
     ),
     Example(
         "Qwen3-8B on 24 GiB, FP8 KV cache",
         "A single consumer GPU; compare the KV dtype lever.",
-        {"model": "qwen3-8b", "gpu_total": "24GiB", "kv_dtype": "fp8"},
+        {"model": "qwen3-8b", "gpu": "24GiB", "kv_dtype": "fp8"},
     ),
 )
 

@@ -18,6 +18,7 @@ from app.core import admission as core_admission
 from app.core import kvrank, kvspec
 from app.core import ledger as core_ledger
 from app.core.exports import FORMATS, ExportError, missing_model, pairs_of, serve_command
+from app.core.gpus import PRESETS
 from app.core.kvspec import KV_CACHE_DTYPES
 from app.services import plan_query, plans
 from app.web import querystring
@@ -87,8 +88,8 @@ def form_context(query: Mapping[str, str], result: Mapping[str, Any] | None, has
             quant=str(engine.get("quantization") or ""),
             growth=str(policy["growth_reserve"]),
         )
-        if not form["gpu_total"] and result["ranks"]:
-            form["gpu_total"] = _size_text(result["ranks"][0].get("total_bytes"))
+        if not form["gpu"] and not has_base:
+            form["gpu"] = plan_query.DEFAULT_GPU_NAME
         placeholders = {
             "ranks": str(layout["ranks"]), "vllm": str(result["vllm_version"]),
             "max_model_len": str(engine["max_model_len"]), "max_num_seqs": str(engine["max_num_seqs"]),
@@ -110,8 +111,15 @@ def form_context(query: Mapping[str, str], result: Mapping[str, Any] | None, has
             "quant": quant_options(result, query),
         },
         "show_memory": not has_base,
+        "gpu_presets": gpu_options(),
         "reset_url": querystring.page_url("/plan", {k: v for k, v in query.items() if k in ("base", "model")}),
     }
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_options() -> tuple[tuple[str, str], ...]:
+    """(name, label) of every GPU preset for the GPU field's list: the total vLLM budgets against."""
+    return tuple((p.name, f"{p.total_bytes / 1024**3:.2f} GiB usable (torch's total)") for p in PRESETS)
 
 
 def quant_options(result: Mapping[str, Any] | None, query: Mapping[str, str]) -> list[tuple[str, str]]:
@@ -363,6 +371,8 @@ def plan_context(view: PlanView, form: bool = True) -> dict[str, Any]:
         start_levers=start_lever_rows(result, view.url),
     )
     context["show_memory"] = not has_base or _estimated_base(view.base_doc)
+    if form and context["show_memory"] and not context["form"]["gpu"]:
+        context["form"]["gpu"] = _gpu_field_text(view.doc)
     return context
 
 
@@ -388,6 +398,17 @@ def start_lever_rows(result: Mapping[str, Any], url: str) -> list[dict[str, Any]
             continue
         rows.append({**lever, "url": ""})
     return rows
+
+
+def _gpu_field_text(doc: Mapping[str, Any]) -> str:
+    """The GPU field's text for a document: its preset's name, else its total as a short size."""
+    gpu = doc.get("gpu")
+    if not isinstance(gpu, Mapping):
+        return ""
+    if isinstance(gpu.get("name"), str):
+        return str(gpu["name"])
+    total = gpu.get("total")
+    return total if isinstance(total, str) else _size_text(total)
 
 
 EXPORT_LABELS = {

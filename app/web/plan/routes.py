@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from app.core import exports
 from app.core.errors import InputError
-from app.services import deploy, plans
+from app.services import deploy, plan_query, plans
 from app.services.base_documents import BaseStore
 from app.web import cpu, htmx, querystring
 from app.web.plan import present, views, workflows
@@ -138,14 +138,15 @@ def _plan_export(request: Request, fmt: str) -> Response:
 def start_from_serve(
     request: Request,
     command: Annotated[str, Form()] = "",
-    gpu_total: Annotated[str, Form()] = "80GiB",
+    gpu: Annotated[str, Form()] = "",
+    gpu_total: Annotated[str, Form()] = "",
 ) -> Response:
-    """A pasted `vllm serve` command line on a GPU of this size → its plan page."""
+    """A pasted `vllm serve` command line on this GPU (a preset or a size) → its plan page."""
     settings = request.app.state.settings
     expect_page(request, "pages/home.html", lambda: workflows.home_context(settings, "", active_form="serve"))
     if not command.strip():
         raise InputError("serve", "paste a vllm serve command line")
-    doc = {"serve": command, "gpu": {"total": gpu_total.strip() or "80GiB"}}
+    doc = {"serve": command, "gpu": plan_query.gpu_section(gpu or gpu_total)}
     plans.run_plan(doc, with_levers=False)  # bad input is a form error here, not on the plan page
     return RedirectResponse(workflows.base_plan_url(doc, _bases(request)), status_code=303)
 
@@ -232,13 +233,17 @@ def import_post_json(
 def start_from_config(
     request: Request,
     config: Annotated[str, Form()] = "",
-    gpu_total: Annotated[str, Form()] = "80GiB",
+    gpu: Annotated[str, Form()] = "",
+    gpu_total: Annotated[str, Form()] = "",
     name: Annotated[str, Form()] = "",
     file: Annotated[UploadFile | None, File()] = None,
+    index: Annotated[str, Form()] = "",
+    index_file: Annotated[UploadFile | None, File()] = None,
 ) -> Response:
     settings = request.app.state.settings
     expect_page(request, "pages/home.html", lambda: workflows.home_context(settings, "", active_form="config"))
-    doc = workflows.config_document(config, file, gpu_total, name, settings.max_body_bytes)
+    upload = workflows.ConfigUpload(config, file, index, index_file)
+    doc = workflows.config_document(upload, gpu or gpu_total, name, settings.max_body_bytes)
     return RedirectResponse(workflows.base_plan_url(doc, _bases(request)), status_code=303)
 
 

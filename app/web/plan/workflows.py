@@ -17,12 +17,13 @@ from fastapi import UploadFile
 from app.core.errors import InputError
 from app.db.repository import NotFound
 from app.ingest.catalogue import get_model
-from app.services import imported_runs, plans
+from app.services import imported_runs, plan_query, plans
 from app.services.base_documents import BaseStore
 from app.settings import Settings
 from app.web import querystring
 from app.web.isolation import Isolation
 from app.web.plan import examples
+from app.web.plan.present import gpu_options
 from app.web.plan.views import plan_view
 
 LOG_ROW_KEYS = (
@@ -44,6 +45,7 @@ def home_context(settings: Settings, q: str, active_form: str = "") -> dict[str,
         "examples": examples.EXAMPLES if settings.demo_data else (),
         "model_options": [(m["slug"], m["name"]) for m in plans.catalogue_search("", limit=200)],
         "default_model": "llama-3.1-70b", "max_log_mib": _mib(settings.max_log_bytes), "recent": [],
+        "default_gpu": plan_query.DEFAULT_GPU_NAME, "gpu_presets": gpu_options(),
     }
 
 
@@ -199,19 +201,38 @@ def import_json(imported: ImportedLog, bases: BaseStore) -> dict[str, Any]:
     return out
 
 
-def config_document(text: str, file: UploadFile | None, gpu_total: str, name: str, limit: int) -> dict[str, Any]:
-    """A plan document for a pasted or uploaded config.json on GPUs of the given memory."""
-    content = upload_text(text, file, limit, "config")
+def _json_object(content: str, field: str, what: str) -> dict[str, Any]:
     try:
-        config = json.loads(content)
+        value = json.loads(content)
     except json.JSONDecodeError as exc:
-        raise InputError("config", f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
-    if not isinstance(config, dict):
-        raise InputError("config", "a config.json must be a JSON object")
+        raise InputError(field, f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    if not isinstance(value, dict):
+        raise InputError(field, f"a {what} must be a JSON object")
+    return value
+
+
+@dataclass(frozen=True)
+class ConfigUpload:
+    """The config form: config.json and, optionally, model.safetensors.index.json (pasted or uploaded)."""
+
+    config: str
+    file: UploadFile | None
+    index: str = ""
+    index_file: UploadFile | None = None
+
+
+def config_document(upload: ConfigUpload, gpu: str, name: str, limit: int) -> dict[str, Any]:
+    """A plan document for a pasted or uploaded config.json on the given GPU (a preset or a size);
+    with a checkpoint index, its metadata.total_size sizes the weights exactly."""
+    config = _json_object(upload_text(upload.config, upload.file, limit, "config"), "config", "config.json")
     model: dict[str, Any] = {"config": config}
+    index_text = upload_text(upload.index, upload.index_file, limit, "model.safetensors_index")
+    if index_text.strip():
+        model["safetensors_index"] = _json_object(index_text, "model.safetensors_index",
+                                                  "model.safetensors.index.json")
     if name.strip():
         model["name"] = name.strip()[:120]
-    doc = {"model": model, "gpu": {"total": gpu_total.strip() or "80GiB"}}
+    doc = {"model": model, "gpu": plan_query.gpu_section(gpu)}
     plans.run_plan(doc, with_levers=False)  # validate now: errors show on the form, not later
     return doc
 
@@ -234,12 +255,29 @@ def nvidia_smi_document(text: str, model: str) -> dict[str, Any]:
         if isinstance(g.get("free_at_start_bytes"), int):  # the same gap below nvidia-smi's free
             rank["free_at_start"] = max(0, g["free_at_start_bytes"] - (g["total_bytes"] - total))
         ranks.append(rank)
-    doc: dict[str, Any] = {"model": {"catalogue": model or "llama-3.1-8b"}, "ranks": ranks}
+    doc: dict[str, Any] = {"model": {"catalogue": model or "llama-3.1-8b"}, "ranks": ranks,
+                           "notes": smi_total_notes(gpus)}
     probe = {"model": doc["model"], "gpu": {"total": gpus[0]["total_bytes"]}}
     if len(gpus) in plans.allowed_tp(probe):
         doc["layout"] = {"tp": len(gpus)}
     plans.run_plan(doc, with_levers=False)  # validate now: errors show on the form
     return doc
+
+
+def smi_total_notes(gpus: list[Mapping[str, Any]]) -> list[str]:
+    """What the import did with each card's total, one line per distinct card: mapped to its preset
+    (torch's total, which vLLM budgets against) or, for a card no preset knows, nvidia-smi's own total."""
+    out: dict[str, list[str]] = {}
+    for i, g in enumerate(gpus):
+        gib = g["total_bytes"] / 2**30
+        if g.get("preset"):
+            line = (f"{g.get('name')}: the {g['preset']} preset's total, {g['vllm_total_bytes'] / 2**30:.2f} GiB "
+                    f"(torch's total, which vLLM budgets against; nvidia-smi says {gib:.2f} GiB)")
+        else:
+            line = (f"{g.get('name') or 'GPU'}: no preset matches; nvidia-smi's total {gib:.2f} GiB taken, "
+                    "about 0.45 GiB above torch's (vLLM's budget may be that much smaller)")
+        out.setdefault(line, []).append(str(g.get("index", i)))
+    return [f"GPU {', '.join(idx)} — {line}" for line, idx in out.items()]
 
 
 #: A saved-plan link: absolute or relative `/p/<slug>`, its `.json` twin, or the API's `/api/v1/plans/<slug>`.
