@@ -28,6 +28,7 @@ vLLM @28be48fa9 (2026-05-24) unless a line says otherwise:
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import functools
 import re
@@ -336,9 +337,12 @@ def _plan_for(method: str, qc: Mapping[str, object], dtype_bytes: int) -> QuantP
     if method == "bitsandbytes":
         return _bitsandbytes(qc)
     if method not in VLLM_METHODS:
+        near = difflib.get_close_matches(method.lower(), sorted(VLLM_METHODS), n=3, cutoff=0.5)
         raise InputError(
             "model.config.quantization_config.quant_method",
-            f"{method or '(missing)'!r} is not a quantization method vLLM supports",
+            f"{method or '(missing)'!r} is not a quantization method vLLM supports "
+            f"({'nearest: ' + ', '.join(near) if near else 'e.g. fp8, awq, gptq, compressed-tensors, mxfp4'}; "
+            "vLLM's QuantizationMethods, vllm/model_executor/layers/quantization/__init__.py @28be48fa9)",
         )
     note = (
         f"quantization_config.quant_method {method!r} is not modelled: "

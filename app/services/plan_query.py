@@ -245,7 +245,7 @@ def gpu_text(text: str, field: str = "gpu") -> str:
     if preset is not None:
         return preset.name
     near = ", ".join(repr(n) for n in nearest_presets(text))
-    raise InputError(field, f"unknown GPU {text[:60]!r}: pick a preset (nearest: {near}) or give its memory, e.g. 80GiB")
+    raise InputError(field, f"unknown GPU {text[:60]!r}: pick a preset (nearest: {near}) or give its memory (80GiB)")
 
 
 def gpu_section(text: str, field: str = "gpu") -> JSON:

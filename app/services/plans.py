@@ -15,6 +15,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from app.core.architectures import architecture_notes
 from app.core.checks import plan_checks
 from app.core.errors import InputError
 from app.core.estimates import EstimateContext, estimate_ranks
@@ -202,6 +203,8 @@ def _base_plan(doc: PlanDocument) -> PlanInput:
     if doc.serve is not None or doc.vllm_config is not None:
         notes += tuple(serve_notes(doc.model_dump(include={"serve", "vllm_config"}, exclude_none=True)))
     notes = (*notes, *_assumption_notes(doc))
+    if doc.model is not None and doc.model.config is not None:
+        notes = (*notes, *architecture_notes(doc.model.config, version))
     return PlanInput(model, layout, engine, policy, ranks, version, gpu_total, estimated, notes)
 
 

@@ -50,7 +50,8 @@ def test_defaults_dropped_and_values_canonical() -> None:
     }
     assert query_from_plan(plan_from_query(q)) == {"util": "0.9", "reserve": "1GiB"}
     # A size is free text: it stays in the URL (the default GPU is the H100 80GB preset, not 80 GiB).
-    assert query_from_plan(plan_from_query({**q, "gpu": "80 GiB"})) == {"gpu": "80GiB", "util": "0.9", "reserve": "1GiB"}
+    sized = query_from_plan(plan_from_query({**q, "gpu": "80 GiB"}))
+    assert sized == {"gpu": "80GiB", "util": "0.9", "reserve": "1GiB"}
 
 
 def test_gpu_field_takes_a_preset_or_a_size() -> None:

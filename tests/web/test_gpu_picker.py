@@ -18,7 +18,8 @@ LLAMA8B_INDEX_TOTAL = 16_060_522_496  # Meta-Llama-3.1-8B model.safetensors.inde
 
 
 def _index(total: int) -> str:
-    return json.dumps({"metadata": {"total_size": total}, "weight_map": {"lm_head.weight": "model-00004-of-00004.safetensors"}})
+    weight_map = {"lm_head.weight": "model-00004-of-00004.safetensors"}
+    return json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map})
 
 
 def test_the_plan_opens_on_a_real_card_with_every_preset_offered(client: TestClient) -> None:
@@ -95,3 +96,14 @@ def test_nvidia_smi_import_says_which_preset_total_it_took(client: TestClient, r
     assert any(n.startswith("GPU 0, 1, 2, 3 — NVIDIA H100 80GB HBM3: the H100 80GB preset's total, 79.19 GiB")
                and "nvidia-smi says 79.65 GiB" in n for n in notes), notes
     assert "the H100 80GB preset&#39;s total" in response.text
+
+
+def test_an_unsupported_architecture_is_shown_on_the_form(client: TestClient, renders: list[RenderEvent]) -> None:
+    config = json.loads((DATA / "configs" / "llama31-8b.json").read_text())
+    config["architectures"] = ["LlamaForCausalLm"]
+    response = client.post("/start/config", data={"config": json.dumps(config)})
+    assert response.status_code == 422
+    error = renders[-1].context["error"]
+    assert error["field"] == "model.config.architectures" and "nearest: LlamaForCausalLM" in error["message"]
+    api = client.post("/api/v1/plan", json={"model": {"config": config}, "gpu": {"name": "H100 80GB"}})
+    assert api.status_code == 422 and "LlamaForCausalLm" in api.text
