@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import asdict
 from typing import Any
 
 from app.core.errors import InputError
+from app.core.gpu_perf import gpu_perf
+from app.core.gpus import find_preset
+from app.core.sim.cost import CostModel, ReplicaShape, roofline_cost
 
 JSON = dict[str, Any]
 
@@ -33,7 +37,45 @@ def resolve_pool(doc: Mapping[str, Any]) -> JSON:
     scheduler.setdefault("max_num_seqs", result["engine"]["max_num_seqs"])
     scheduler.setdefault("max_num_batched_tokens", result["engine"]["max_num_batched_tokens"])
     out["scheduler"] = scheduler
+    cost, source = plan_step_cost(doc["plan"], result)
+    given = out.get("cost_model")
+    out["cost_model"] = {**cost, **(given if isinstance(given, Mapping) else {})}
+    if isinstance(given, Mapping) and given:
+        source += f"; given: {', '.join(sorted(str(k) for k in given))}"
+    out["cost_source"] = source
     return out
+
+
+#: Bytes one weight takes in the checkpoint, by quantization method (else the model dtype's).
+_BYTES_PER_PARAM = {"fp8": 1.0, "fbgemm_fp8": 1.0, "modelopt": 1.0, "awq": 0.5, "awq_marlin": 0.5, "gptq": 0.5,
+                    "gptq_marlin": 0.5, "mxfp4": 0.53, "modelopt_fp4": 0.56, "bitsandbytes": 0.5}
+_DTYPE_BYTES = {"float32": 4.0, "float16": 2.0, "bfloat16": 2.0}
+
+
+def _gpu_preset_name(plan_doc: object) -> str | None:
+    gpu = plan_doc.get("gpu") if isinstance(plan_doc, Mapping) else None
+    name = gpu.get("name") if isinstance(gpu, Mapping) else None
+    preset = find_preset(name) if isinstance(name, str) else None
+    return preset.name if preset is not None else None
+
+
+def plan_step_cost(plan_doc: object, result: Mapping[str, Any]) -> tuple[JSON, str]:
+    """The simulator's step cost for a plan: a roofline from its weights and KV per rank, its
+    pipeline depth and its GPU preset's datasheet figures (app.core.gpu_perf); the illustrative
+    8B defaults, saying why, where the plan's GPU or model shape is not known."""
+    name = _gpu_preset_name(plan_doc)
+    perf = gpu_perf(name) if name is not None else None
+    weights = max((r.get("weights_bytes") or 0 for r in result.get("ranks") or []), default=0)
+    model = result.get("model") or {}
+    quant = model.get("checkpoint_quantization") or model.get("quantization")
+    per_param = _BYTES_PER_PARAM.get(str(quant), _DTYPE_BYTES.get(str(model.get("dtype")), 2.0))
+    if perf is None or not weights or not result.get("kv_bytes_per_token"):
+        why = ("the plan names no GPU preset with sourced bandwidth" if perf is None
+               else "the plan's weights or KV bytes per token are not known")
+        return asdict(CostModel()), f"illustrative step cost (an 8B bf16 model on a ~1 TB/s card): {why}"
+    shape = ReplicaShape(int(weights), int(result["kv_bytes_per_token"]), int(result["layout"]["pp"]), per_param)
+    cost, why = roofline_cost(shape, perf.hbm_bytes_per_s, perf.bf16_flops)
+    return asdict(cost), f"{why}; {name}: {perf.source}"
 
 
 def run_simulation(

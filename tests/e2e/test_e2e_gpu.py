@@ -64,3 +64,21 @@ def test_a_bad_index_is_shown_on_the_config_form(page: Any) -> None:
     page.click("#start-config button[type=submit]")
     page.wait_for_selector("#start-config .form-error, #start-config [role=alert]")
     assert "model.safetensors_index.metadata" in page.inner_text("#start-config")
+
+
+def test_a_catalogue_click_opens_at_the_smallest_layout_that_starts(page: Any) -> None:
+    page.goto("/")
+    page.fill("#q", "llama 3.1 70b")
+    page.wait_for_function("() => [...document.querySelectorAll('#model-results li a')]"
+                           ".some(a => a.textContent.trim() === 'Llama-3.1-70B')")
+    page.click("#model-results li a:text-is('Llama-3.1-70B')")
+    page.wait_for_url("**/plan?model=llama-3.1-70b")
+    page.wait_for_selector("#chart-pool[data-drawn]", state="attached")
+    assert page.input_value("#f-tp") == "4"
+    assert "opened at TP4: the smallest layout that starts on H100 80GB" in page.inner_text("#layout-choice")
+    # choosing TP1 keeps TP1 (in the URL) and shows it will not start
+    page.select_option("#f-tp", "1")
+    page.wait_for_url("**tp=1**")
+    shown = page.evaluate("() => fetch('/plan.json' + location.search).then(r => r.json())"
+                          ".then(j => [j.layout.tp, j.will_start])")
+    assert shown == [1, False]

@@ -406,7 +406,7 @@ def test_rate_limit_over_http_is_429_with_retry_after(db_settings: Settings) -> 
         ({"ramp": "4, 2"}, "ramp", "strictly increasing"),
         ({"ramp": "1, two"}, "ramp", "whole number"),
         ({"shared_fraction": "1.5"}, "shared_fraction", "between 0 and 1"),
-        ({"prompt_sigma": "wide"}, "prompt_sigma", "must be a number"),
+        ({"prompt_p99": "wide"}, "prompt_p99", "must be a number"),
         ({"output_max": "8"}, "output_max", "at least min"),
         ({"prompt_lengths": "100, 200\n300, 4x"}, "prompt_lengths", "is not a whole number of tokens"),
         ({"prompt_lengths": "[1, 2"}, "prompt_lengths", "not valid JSON"),
@@ -505,3 +505,19 @@ def test_odd_form_values_never_fail_the_server(app: FastAPI) -> None:
             for value in ODD_VALUES:
                 response = client.post("/sim/jobs", data={**SMALL_FORM, key: value}, follow_redirects=False)
                 assert response.status_code in (303, 422), (key, value, response.status_code)
+
+
+def test_the_sim_opened_from_a_70b_plan_estimates_its_step_cost(client: TestClient) -> None:
+    """Issue 17 item 9: the form of a 70B TP4 plan shows the plan's roofline cost, not the 8B defaults,
+    and the finished job says the step cost is an estimate and shows the implied length distribution."""
+    plan = {"model": "llama-3.1-70b", "tp": "4"}
+    form = client.get("/sim", params=plan).text
+    assert 'id="cost-source">roofline estimate: base 10.54 ms' in form
+    assert 'placeholder="0.0105 (estimated)"' in form  # base_s, seconds
+    started = client.post("/sim/jobs", data={**plan, **SMALL_FORM}, follow_redirects=False)
+    assert started.status_code == 303
+    job_id = started.headers["location"].rsplit("/", 1)[-1]
+    _wait(client, job_id, lambda s: s["state"] in FINISHED, timeout_s=180)
+    page = client.get(f"/sim/jobs/{job_id}").text
+    assert "Step cost (an estimate): roofline estimate" in page
+    assert "Prompt lengths: p10 232, median 735, p90 2,329, p99 5,965 tokens" in page

@@ -27,6 +27,7 @@ import math
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
+from statistics import NormalDist
 from typing import Any
 
 from app.core.errors import InputError
@@ -100,20 +101,60 @@ def _lengths(value: object, path: str, default: Lognormal) -> LengthDist:
         if not value or len(value) > MAX_LIST:
             raise SimInputError(path, f"a list of lengths must hold 1 to {MAX_LIST} integers")
         return Empirical(tuple(_int(v, f"{path}[{i}]", 1, MAX_TOKENS) for i, v in enumerate(value)))
-    spec = _obj(value, path, {"lognormal", "min", "max"})
-    if "lognormal" not in spec:
-        raise SimInputError(f"{path}.lognormal", "is required (or give a list of lengths)")
-    params = _obj(spec["lognormal"], f"{path}.lognormal", {"mean", "sigma"})
-    for key in ("mean", "sigma"):
-        if key not in params:
-            raise SimInputError(f"{path}.lognormal.{key}", "is required")
-    mean = _num(params["mean"], f"{path}.lognormal.mean", -50.0, 50.0)
-    sigma = _num(params["sigma"], f"{path}.lognormal.sigma", 0.0, 10.0)
+    spec = _obj(value, path, {"lognormal", "median", "p99", "min", "max"})
+    if "median" in spec or "p99" in spec:
+        mean, sigma = _median_p99(spec, path)
+    else:
+        if "lognormal" not in spec:
+            raise SimInputError(f"{path}.lognormal", "is required (or median and p99, or a list of lengths)")
+        params = _obj(spec["lognormal"], f"{path}.lognormal", {"mean", "sigma"})
+        for key in ("mean", "sigma"):
+            if key not in params:
+                raise SimInputError(f"{path}.lognormal.{key}", "is required")
+        mean = _num(params["mean"], f"{path}.lognormal.mean", -50.0, 50.0)
+        sigma = _num(params["sigma"], f"{path}.lognormal.sigma", 0.0, 10.0)
     lo = _int(spec.get("min", 1), f"{path}.min", 1, MAX_TOKENS)
     hi = _int(spec.get("max", MAX_TOKENS), f"{path}.max", 1, MAX_TOKENS)
     if hi < lo:
         raise SimInputError(f"{path}.max", f"must be at least min ({lo}), got {hi}")
     return Lognormal(mean, sigma, lo, hi)
+
+
+Z99 = NormalDist().inv_cdf(0.99)  # 2.3263: the p99 of a lognormal is exp(μ + Z99 σ)
+
+
+def _median_p99(spec: Mapping[str, object], path: str) -> tuple[float, float]:
+    """μ and σ of the lognormal whose median and 99th percentile are the given token counts:
+    μ = ln(median), σ = (ln(p99) − ln(median)) / Z99."""
+    if "lognormal" in spec:
+        raise SimInputError(f"{path}.lognormal", "give either lognormal or median and p99, not both")
+    for key in ("median", "p99"):
+        if key not in spec:
+            raise SimInputError(f"{path}.{key}", "is required with " + ("p99" if key == "median" else "median"))
+    median = _num(spec["median"], f"{path}.median", 1.0, MAX_TOKENS)
+    p99 = _num(spec["p99"], f"{path}.p99", 1.0, MAX_TOKENS)
+    if p99 < median:
+        raise SimInputError(f"{path}.p99", f"must be at least the median ({median:g}), got {p99:g}")
+    return math.log(median), (math.log(p99) - math.log(median)) / Z99
+
+
+def implied(dist: Lognormal) -> dict[str, float]:
+    """The length distribution a lognormal implies, after clipping to [min, max]: its percentiles,
+    mean and the share of draws clipped at each end (tokens)."""
+    normal = NormalDist(dist.mean, dist.sigma) if dist.sigma > 0 else None
+
+    def q(p: float) -> float:
+        x = math.exp(normal.inv_cdf(p)) if normal is not None else math.exp(dist.mean)
+        return min(max(x, dist.min_tokens), dist.max_tokens)
+
+    def below(x: float) -> float:
+        if normal is None:
+            return 1.0 if math.exp(dist.mean) < x else 0.0
+        return normal.cdf(math.log(x))
+
+    return {"median": math.exp(dist.mean), "p10": q(0.10), "p50": q(0.50), "p90": q(0.90), "p99": q(0.99),
+            "mean_unclipped": math.exp(dist.mean + dist.sigma**2 / 2),
+            "clipped_low": below(dist.min_tokens), "clipped_high": 1.0 - below(dist.max_tokens)}
 
 
 def _workload(value: object) -> tuple[Workload, int]:
@@ -175,7 +216,7 @@ def _cost(value: object) -> CostModel:
 def parse(doc: object) -> tuple[SimConfig, int, str | None]:
     """The validated configuration, the seed and the echoed pool source."""
     top = _obj(doc, "$", {"pool", "pool_source", "plan", "workload", "ramp", "seed", "scheduler",
-                          "cost_model"})
+                          "cost_model", "cost_source"})
     if "pool" not in top:
         raise SimInputError("pool", "is required: {\"blocks\": N, \"block_size\": 16} "
                                     "(resolve a plan to its binding rank's pool first)")
@@ -203,7 +244,7 @@ def _dist_json(dist: LengthDist) -> dict[str, object] | list[int]:
     if isinstance(dist, Empirical):
         return list(dist.lengths)
     return {"lognormal": {"mean": dist.mean, "sigma": dist.sigma}, "min": dist.min_tokens,
-            "max": dist.max_tokens}
+            "max": dist.max_tokens, "implied": implied(dist)}
 
 
 def config_json(cfg: SimConfig, seed: int, source: str | None) -> dict[str, Any]:
@@ -235,5 +276,12 @@ def simulate_from_json(doc: dict[str, object], *, max_work: int | None = None,
     if max_work is not None and work > max_work:
         raise SimInputError("workload.requests_per_level",
                             f"requests_per_level × len(ramp) = {work} exceeds the limit of {max_work}")
+    cost_source = doc.get("cost_source")
+    if cost_source is not None and not isinstance(cost_source, str):
+        raise SimInputError("cost_source", f"must be a string, not {_kind(cost_source)}")
     result = simulate(cfg, random.Random(seed), progress=progress, cancel=cancel)
-    return {"input": config_json(cfg, seed, source), **result}
+    given = "cost_model" in doc
+    echoed = {**config_json(cfg, seed, source),
+              "cost_source": cost_source or ("as given" if given else "illustrative defaults (an 8B bf16 model "
+                                                                     "on a ~1 TB/s card)")}
+    return {"input": echoed, **result}

@@ -371,6 +371,7 @@ def plan_context(view: PlanView, form: bool = True) -> dict[str, Any]:
         start_levers=start_lever_rows(result, view.url),
     )
     context["show_memory"] = not has_base or _estimated_base(view.base_doc)
+    context["layout_note"] = view.layout_note
     if form and context["show_memory"] and not context["form"]["gpu"]:
         context["form"]["gpu"] = _gpu_field_text(view.doc)
     return context

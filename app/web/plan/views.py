@@ -20,6 +20,7 @@ from app.core.errors import InputError
 from app.services import plan_query, plans
 from app.services.base_documents import BaseStore
 from app.services.prepared import PureCache
+from app.services.layout_choice import LayoutChoice, smallest_starting_layout
 from app.web import querystring
 
 #: Plans with more ranks than this compute their levers in a follow-up request.
@@ -34,6 +35,8 @@ class PlanView:
     base_doc: dict[str, Any] | None
     result: dict[str, Any]
     defaults: dict[str, str]
+    #: Why the plan opened at the layout it shows, when it chose one (layout_choice).
+    layout_note: str | None = None
 
 
 def resolve_base(query: Mapping[str, str], bases: BaseStore) -> dict[str, Any] | None:
@@ -58,6 +61,26 @@ def vllm_defaults(
     if base_doc is None:
         return dict(_defaults_without_base(tuple(sorted(structure.items()))))
     return _defaults(structure, base_doc, _prepared(prepared, structure, base_doc))
+
+
+def opening_layout(query: Mapping[str, str]) -> LayoutChoice | None:
+    """The layout a plan without a base opens at when TP1 does not start (None: TP1 starts, or
+    the ranks are given; not `starts`: none does, and the plan opens at TP1 saying so). It fills
+    TP and PP where the URL leaves them out, and stays out of the
+    canonical URL; a TP or PP the URL gives is kept in it (TP1 included)."""
+    structure = {k: v for k, v in plan_query.structural(query).items() if k not in ("tp", "pp")}
+    if "base" in structure or "ranks" in structure:
+        return None
+    return _opening_layout(tuple(sorted(structure.items())))
+
+
+@functools.lru_cache(maxsize=512)
+def _opening_layout(structure: tuple[tuple[str, str], ...]) -> LayoutChoice | None:
+    try:
+        doc = plan_query.plan_from_query(dict(structure))
+    except InputError:
+        return None
+    return smallest_starting_layout(doc)
 
 
 @functools.lru_cache(maxsize=512)
@@ -130,10 +153,17 @@ def plan_view(
     defaults = vllm_defaults(query, base_doc, prepared)  # the one defaults rule, once per request
     query = plan_query.drop_defaults(query, defaults)
     doc = plan_query.plan_from_query(query, base_doc)
+    choice = opening_layout(query) if base_doc is None else None
+    note = _open_at(doc, query, choice) if choice is not None else None
     with_levers = _rank_count(doc) <= INLINE_LEVERS_MAX_RANKS if levers is None else levers
     result = plans.run_plan(doc, with_levers=with_levers, prepared=_prepared(prepared, query, base_doc))
     canonical = canonical_query(query, doc, base_doc, defaults)
-    view = PlanView(canonical, querystring.page_url("/plan", canonical), doc, base_doc, result, defaults)
+    if choice is not None:  # the opening layout stays implicit; a given TP/PP stays given
+        for name in ("tp", "pp"):
+            canonical.pop(name, None)
+            if name in query:
+                canonical[name] = plan_query.canonical_value(name, query[name])
+    view = PlanView(canonical, querystring.page_url("/plan", canonical), doc, base_doc, result, defaults, note)
     if cache is not None:
         cache.put(key, view)
     return view
@@ -149,6 +179,19 @@ def _prepared(
     whatif = plan_query.whatif_keys(base_doc)
     rest = tuple(sorted((k, v) for k, v in query.items() if k not in whatif))
     return plans.Prepared(cache, rest)
+
+
+def _open_at(doc: dict[str, Any], query: Mapping[str, str], choice: LayoutChoice) -> str | None:
+    """Put the opening layout's TP/PP where the query leaves them out; the note saying so when it
+    chose both (issue 17 item 5)."""
+    layout = doc.setdefault("layout", {})
+    for key, value in (("tp", choice.tp), ("pp", choice.pp)):
+        if key not in query and choice.starts:
+            layout[key] = value
+    if "tp" in query or "pp" in query:
+        return None
+    doc["notes"] = [*doc.get("notes", []), choice.note]
+    return choice.note
 
 
 def canonical_query(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict
@@ -20,6 +21,7 @@ from typing import Any
 
 from app.core.errors import InputError
 from app.core.sim.cost import CostModel
+from app.core.sim.io import Z99
 from app.core.sim.workload import DEFAULT_OUTPUT, DEFAULT_PROMPT
 from app.core.versions import batch_defaults
 from app.services.plan_query import longest_prefix_key, plan_from_query
@@ -31,9 +33,11 @@ COST_KEYS = tuple(asdict(CostModel()))
 FORM_DEFAULTS: dict[str, str] = {
     "pool_blocks": "1783",
     "pool_block_size": "16",
+    # lengths as a median and a p99 in tokens: seed 002's lognormal(6.6, 0.9) and the output default
     **{f"{side}_{key}": str(value) for side, dist in (("prompt", DEFAULT_PROMPT), ("output", DEFAULT_OUTPUT))
-       for key, value in (("mean", dist.mean), ("sigma", dist.sigma), ("min", dist.min_tokens),
-                          ("max", dist.max_tokens))},
+       for key, value in (("median", round(math.exp(dist.mean))),
+                          ("p99", round(math.exp(dist.mean + Z99 * dist.sigma))),
+                          ("min", dist.min_tokens), ("max", dist.max_tokens))},
     "prompt_lengths": "",
     "output_lengths": "",
     "shared_prefix_tokens": "512",
@@ -44,7 +48,8 @@ FORM_DEFAULTS: dict[str, str] = {
     "sched_max_num_seqs": "",
     "sched_max_num_batched_tokens": "",
     "prefix_caching": "on",
-    **{f"cost_{key}": repr(value) for key, value in asdict(CostModel()).items()},
+    # blank: from the plan (a roofline estimate, app.services.simulation.plan_step_cost), else illustrative
+    **{f"cost_{key}": "" for key in asdict(CostModel())},
 }
 FORM_KEYS = frozenset(FORM_DEFAULTS)
 #: Not carried in "run again" links: a pasted list can be far longer than a URL may be.
@@ -65,7 +70,7 @@ FIELD_KEYS: dict[str, str] = {
     "scheduler.enable_prefix_caching": "prefix_caching",
     **{f"cost_model.{key}": f"cost_{key}" for key in COST_KEYS},
     **{f"workload.{side}_tokens{suffix}": f"{side}_{key}" for side in ("prompt", "output")
-       for suffix, key in ((".lognormal.mean", "mean"), (".lognormal.sigma", "sigma"), (".lognormal", "mean"),
+       for suffix, key in ((".median", "median"), (".p99", "p99"), (".lognormal", "median"),
                            (".min", "min"), (".max", "max"), ("", "lengths"))},
 }
 
@@ -145,8 +150,8 @@ def _dist(values: Mapping[str, str], side: str, lengths_text: str) -> JSON | lis
     if lengths_text.strip():
         return parse_lengths(lengths_text, path, side)
     return {
-        "lognormal": {"mean": _float(values[f"{side}_mean"], f"{path}.lognormal.mean"),
-                      "sigma": _float(values[f"{side}_sigma"], f"{path}.lognormal.sigma")},
+        "median": _float(values[f"{side}_median"], f"{path}.median"),
+        "p99": _float(values[f"{side}_p99"], f"{path}.p99"),
         "min": _int(values[f"{side}_min"], f"{path}.min"),
         "max": _int(values[f"{side}_max"], f"{path}.max"),
     }
@@ -202,7 +207,10 @@ def document(values: Mapping[str, str], plan_doc: Mapping[str, Any] | None,
         mnbt, seqs = batch_defaults(None)
         doc["scheduler"].setdefault("max_num_batched_tokens", mnbt)
         doc["scheduler"].setdefault("max_num_seqs", seqs)
-    doc["cost_model"] = {key: _float(values[f"cost_{key}"], f"cost_model.{key}") for key in COST_KEYS}
+    cost = {key: _float(values[f"cost_{key}"], f"cost_model.{key}")
+            for key in COST_KEYS if values[f"cost_{key}"].strip()}
+    if cost:
+        doc["cost_model"] = cost
     return doc
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import threading
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import asdict
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, FastAPI, Request
@@ -28,6 +29,7 @@ from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 
 from app.core.errors import InputError
+from app.core.sim.cost import CostModel
 from app.services import clients
 from app.services.sim_jobs import JobRunner, JobView, limits_of
 from app.services.simulation import resolve_pool
@@ -106,17 +108,22 @@ def _plan_doc(request: Request, plan_query: Mapping[str, str]) -> dict[str, Any]
 def _pool_context(request: Request, plan_query: Mapping[str, str]) -> dict[str, Any]:
     """The plan's binding-rank pool (or why there is none) and the scheduler placeholders."""
     placeholders = {"max_num_seqs": "256 (vLLM default)", "max_num_batched_tokens": "8192 (vLLM default)"}
+    illustrative = {"cost_placeholders": {k: f"{v:.3g} (illustrative)" for k, v in asdict(CostModel()).items()},
+                    "cost_source": "illustrative defaults: an 8B bf16 model on a ~1 TB/s card; calibrate against "
+                                   "your engine"}
     if not plan_query:
-        return {"pool": None, "pool_error": None, "scheduler_placeholders": placeholders}
+        return {"pool": None, "pool_error": None, "scheduler_placeholders": placeholders, **illustrative}
     try:
         resolved = resolve_pool({"plan": _plan_doc(request, plan_query)})
     except InputError as exc:
-        return {"pool": None, "pool_error": str(exc), "scheduler_placeholders": placeholders}
+        return {"pool": None, "pool_error": str(exc), "scheduler_placeholders": placeholders, **illustrative}
     pool, scheduler = resolved["pool"], resolved["scheduler"]
     return {
         "pool": {**pool, "source": resolved["pool_source"]},
         "pool_error": None,
         "scheduler_placeholders": {k: f"{scheduler[k]} (the plan's)" for k in placeholders},
+        "cost_placeholders": {k: f"{v:.3g} (estimated)" for k, v in resolved["cost_model"].items()},
+        "cost_source": resolved["cost_source"],
     }
 
 

@@ -1,0 +1,95 @@
+"""The layout a model opens at: the smallest that starts on the chosen GPU (issue 17, item 5).
+
+A plan that names no layout (a catalogue click: `/plan?model=llama-3.1-70b`) would open at TP1,
+which for a 70B model on an 80 GB card "won't start" with every lever "0 gained". Instead the
+page opens at the fewest GPUs that start — TP first (one node, the degrees the model allows, up
+to 8), then pipeline stages of a full node (TP8 × PP2, × PP4, …) — and says that it chose it.
+"Starts" is vLLM's start-up rule as the plan computes it: every rank has KV memory and one
+max_model_len request fits (`will_start` of the result).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from app.core.errors import InputError
+from app.core.plan import compute
+from app.core.report import result_to_dict
+from app.schemas import validate_plan
+from app.services import plans
+
+MAX_TP = 8  # one node: TP past it crosses the node's NVLink domain
+MAX_PP = 16
+
+
+@dataclass(frozen=True)
+class LayoutChoice:
+    tp: int
+    pp: int
+    starts: bool
+    tried: tuple[str, ...]  # the smaller layouts that do not start, as "TP1", "TP8 × PP2"
+    gpu: str
+
+    @property
+    def note(self) -> str:
+        layout = _label(self.tp, self.pp)
+        if not self.starts:
+            return (f"no layout up to {layout} starts on {self.gpu}: opened at TP1; a larger card, fp8 weights "
+                    "or fp8 KV, or a shorter max_model_len is needed")
+        return (f"opened at {layout}: the smallest layout that starts on {self.gpu} "
+                f"({', '.join(self.tried)} {'does' if len(self.tried) == 1 else 'do'} not); set TP/PP to change it")
+
+
+def _label(tp: int, pp: int) -> str:
+    return f"TP{tp}" if pp == 1 else f"TP{tp} × PP{pp}"
+
+
+def _candidates(doc: Mapping[str, Any]) -> list[tuple[int, int]]:
+    """Layouts by GPU count: the model's TP degrees up to one node, then full nodes stacked by PP."""
+    tps = [tp for tp in plans.allowed_tp(doc) if tp <= MAX_TP]
+    out = [(tp, 1) for tp in tps]
+    top = max(tps, default=1)
+    pp = 2
+    while pp <= MAX_PP:
+        out.append((top, pp))
+        pp *= 2
+    return out
+
+
+def _starts(doc: Mapping[str, Any]) -> bool:
+    result = compute(plans.build_plan(validate_plan(doc)))
+    return bool(result_to_dict(result, [])["will_start"])
+
+
+def _gpu_name(doc: Mapping[str, Any]) -> str:
+    gpu = doc.get("gpu")
+    if not isinstance(gpu, Mapping):
+        return "this GPU"
+    name, total = gpu.get("name"), gpu.get("total")
+    return str(name) if name else f"a GPU of {total}"
+
+
+def smallest_starting_layout(doc: Mapping[str, Any]) -> LayoutChoice | None:
+    """The smallest layout at which the document's plan starts, when TP1 does not; None when TP1
+    starts (nothing to choose) or the document cannot be planned (its own error shows instead)."""
+    try:
+        if _starts(doc):
+            return None
+        candidates = _candidates(doc)
+    except InputError:
+        return None
+    tried: list[str] = ["TP1"]
+    for tp, pp in candidates:
+        if (tp, pp) == (1, 1):
+            continue
+        layout = {**(doc.get("layout") or {}), "tp": tp, "pp": pp}
+        try:
+            if _starts({**doc, "layout": layout}):
+                return LayoutChoice(tp, pp, True, tuple(tried), _gpu_name(doc))
+        except InputError:
+            pass
+        tried.append(_label(tp, pp))
+    last = candidates[-1] if candidates else (1, 1)
+    return LayoutChoice(last[0], last[1], False, tuple(tried), _gpu_name(doc))
