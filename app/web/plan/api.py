@@ -16,7 +16,7 @@ from app.core.errors import InputError
 from app.services import deploy, plan_query, plans
 from app.services.base_documents import BaseStore
 from app.web import cpu, querystring
-from app.web.plan import workflows
+from app.web.plan import views, workflows
 
 router = APIRouter(prefix="/api/v1", tags=["api"])
 
@@ -33,6 +33,13 @@ def shareable_url(doc: dict[str, Any], result: dict[str, Any], bases: BaseStore)
     """The plan page URL of a document: a what-if query when one reproduces the result exactly,
     else a stored base document (`/plan?base=<id>`)."""
     query = plan_query.query_from_plan(doc)
+    layout = doc.get("layout")
+    choice = views.opening_layout(query)
+    if choice is not None:  # a URL without TP/PP would open at another layout: state the document's
+        for name in ("tp", "pp"):
+            value = layout.get(name, 1) if isinstance(layout, dict) else 1
+            if not (value == 1 and getattr(choice, name) == 1):
+                query[name] = str(value)
     try:
         same = plans.run_plan(plan_query.plan_from_query(query), with_levers=False) == {**result, "levers": []}
     except InputError:

@@ -86,7 +86,7 @@ EXAMPLES: tuple[Example, ...] = (
     Example(
         "Qwen3-8B on 24 GiB, FP8 KV cache",
         "A single consumer GPU; compare the KV dtype lever.",
-        {"model": "qwen3-8b", "gpu": "24GiB", "kv_dtype": "fp8"},
+        {"model": "qwen3-8b", "gpu": "24GiB", "kv_dtype": "fp8", "tp": "1"},
     ),
 )
 

@@ -161,8 +161,9 @@ def plan_view(
     if choice is not None:  # the opening layout stays implicit; a given TP/PP stays given
         for name in ("tp", "pp"):
             canonical.pop(name, None)
-            if name in query:
-                canonical[name] = plan_query.canonical_value(name, query[name])
+            given = plan_query.canonical_value(name, query[name]) if name in query else None
+            if given is not None and (given != "1" or given != str(getattr(choice, name))):
+                canonical[name] = given  # dropped only where it is both the fixed default and the choice
     view = PlanView(canonical, querystring.page_url("/plan", canonical), doc, base_doc, result, defaults, note)
     if cache is not None:
         cache.put(key, view)
