@@ -377,7 +377,15 @@ def plan_context(view: PlanView, form: bool = True) -> dict[str, Any]:
     return context
 
 
-_KEY_OF_PATH = {knob.path: knob.key for knob in plan_query.KNOBS}
+_KEY_OF_PATH = {path: knob.key for knob in plan_query.KNOBS for path in (knob.path, *knob.aliases)}
+_PRESET_OF_TOTAL = {preset.total_bytes: preset.name for preset in PRESETS}
+
+
+def _lever_value(key: str, value: Any) -> str:
+    """A lever's document value as the plan form's query value (a GPU total by its preset's name)."""
+    if key == "gpu" and isinstance(value, int):
+        return _PRESET_OF_TOTAL.get(value) or _size_text(value)
+    return str(value)
 
 
 def start_lever_rows(result: Mapping[str, Any], url: str) -> list[dict[str, Any]]:
@@ -393,7 +401,7 @@ def start_lever_rows(result: Mapping[str, Any], url: str) -> list[dict[str, Any]
             if value is None:
                 changed.pop(key, None)
             else:
-                changed[key] = _size_text(value) if key == "gpu_total" else str(value)
+                changed[key] = _lever_value(key, value)
         else:
             rows.append({**lever, "url": querystring.page_url("/plan", changed) if url else ""})
             continue

@@ -19,8 +19,8 @@ from typing import Any
 from app.core.errors import InputError
 from app.services import plan_query, plans
 from app.services.base_documents import BaseStore
-from app.services.prepared import PureCache
 from app.services.layout_choice import LayoutChoice, smallest_starting_layout
+from app.services.prepared import PureCache
 from app.web import querystring
 
 #: Plans with more ranks than this compute their levers in a follow-up request.
