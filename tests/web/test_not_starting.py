@@ -13,7 +13,7 @@ from app.services import plans
 from .support import TestClient
 
 TIB_MANUAL = "/plan?model=llama-3.1-70b&gpu_total=80GiB&tp=4&kv_bytes=1TiB"
-TP1_70B = "/plan?model=llama-3.1-70b&gpu_total=80GiB"
+TP1_70B = "/plan?model=llama-3.1-70b&gpu_total=80GiB&tp=1"
 _LEVER = re.compile(r'<tr data-knob="([^"]+)" data-starts="(yes|no)">\s*<td>(?:<a href="([^"]+)">)?([^<]*)'
                     r'(?:</a>)?</td>\s*<td>(.*?)</td>', re.S)
 
