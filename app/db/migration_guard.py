@@ -27,8 +27,9 @@ def forced() -> bool:
     return os.environ.get(FORCE_ENV, "") in ("1", "yes", "true") or given in ("1", "yes", "true")
 
 
-def refuse_data_loss(tables: Sequence[str]) -> None:
-    """Raise DataLossRefused when a table about to be dropped holds rows and the run is not forced."""
+def refuse_data_loss(tables: Sequence[str], loses: str = "drops tables that hold data") -> None:
+    """Raise DataLossRefused when a table this downgrade drops (or strips of columns: `loses` says
+    what it does to them) holds rows and the run is not forced."""
     if forced():
         return
     bind = op.get_bind()
@@ -38,6 +39,6 @@ def refuse_data_loss(tables: Sequence[str]) -> None:
     if held:
         rows = ", ".join(f"{t}: {n:,} rows" for t, n in held.items())
         raise DataLossRefused(
-            f"this downgrade drops tables that hold data ({rows}); nothing was changed. Back the database "
+            f"this downgrade {loses} ({rows}); nothing was changed. Back the database "
             f"up first, then force it with `alembic -x force=yes downgrade …` or {FORCE_ENV}=1."
         )

@@ -180,7 +180,10 @@ def _ledger_slug() -> str:
 
 
 def downgrade() -> None:
-    refuse_data_loss(("ledger", "saved_plan"))
+    refuse_data_loss(
+        ("ledger", "saved_plan"),
+        "drops the content hashes, listed flags and ledger addresses of stored rows (old /l/{slug} links stop working)",
+    )
     dialect = op.get_bind().dialect.name
     if dialect == "sqlite":
         for table in TABLES:
