@@ -4,3 +4,12 @@ window.addEventListener("DOMContentLoaded", function () {
   if (!node || typeof window.SwaggerUIBundle !== "function") return;
   window.SwaggerUIBundle({ url: node.dataset.spec || "/openapi.json", dom_id: "#swagger-ui", deepLinking: true });
 });
+// Swagger UI's deep linking takes over hash changes, so the skip link would leave focus on itself:
+// move focus to the content here instead (the same end the other pages reach through #main).
+document.addEventListener("click", function (event) {
+  var link = event.target && event.target.closest ? event.target.closest(".skip-link") : null;
+  var main = document.getElementById("main");
+  if (!link || !main) return;
+  event.preventDefault();
+  main.focus();
+});
