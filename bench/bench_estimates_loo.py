@@ -33,6 +33,7 @@ from app.core.gpus import resolve_gpu
 from app.core.kvspec import pp_layer_split
 from app.core.ledger import Cell
 from app.core.model_config import shape_from_config
+from app.core.nontorch import counts_whole_device, non_torch_terms
 from app.core.plan import Engine, Layout, ModelInput, PlanInput, Policy, compute
 from app.core.profile_run import forward_per_token
 from app.core.shape import ModelShape
@@ -145,13 +146,14 @@ def observations(case: Case) -> list[Observation]:
     ctx, _ = context(case, DEFAULT)
     shape, _ = _shape(case.model)
     world = case.tp * case.pp
-    base_kind = "non_torch_base_v1" if ctx.uses_v1 else "non_torch_base_v0"
+    whole = counts_whole_device(ctx.rules.version, ctx.uses_v1)
+    base_kind = "non_torch_whole" if whole else "non_torch_base_v1" if ctx.uses_v1 else "non_torch_base_v0"
     nccl_counted = world > 1 and (not ctx.uses_v1 or ctx.rules.version < (0, 11, 0))
     if m.non_torch is not None:
         if not nccl_counted:
             out.append(Observation(base_kind, m.non_torch, case.log))
         else:
-            base = DEFAULT.non_torch_v1 if ctx.uses_v1 else DEFAULT.non_torch_v0
+            base = non_torch_terms(ctx.rules.version, ctx.uses_v1, 1, "unknown", DEFAULT).base
             kind = "nccl_pcie" if case.interconnect == "pcie" else "nccl_nvlink"
             out.append(Observation(kind, max(0, m.non_torch - base), case.log))
     if m.cuda_graphs is not None and not case.enforce_eager:

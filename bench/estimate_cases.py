@@ -67,10 +67,11 @@ CASES: tuple[Case, ...] = (
     Case("18-v0110-qwen3-vl-30b-a3b-4x3090-tp4.log", 0, "qwen3-vl-30b-a3b-instruct", "RTX 3090 24GB", "0.11.0", 4,
          0.9, 65536, interconnect="pcie"),
     # public/ (sourced in public/index.json)
-    Case(P + "01-v064dev-llama3-8b-h100-tp1-tp2-profiling-table.log", 0, "llama-3.1-8b", "H100 80GB", "0.6.4", 1, 0.9,
+    # public/01 is the branch of PR #10511, i.e. the profiling code that shipped in v0.6.5 (551603fef)
+    Case(P + "01-v064dev-llama3-8b-h100-tp1-tp2-profiling-table.log", 0, "llama-3.1-8b", "H100 80GB", "0.6.5", 1, 0.9,
          8192, total_gib=79.22, v1=False, interconnect="nvlink",
          stated=(("kv", 53.29), ("weights", 14.96), ("non_torch", 1.79), ("activation", 1.26))),
-    Case(P + "01-v064dev-llama3-8b-h100-tp1-tp2-profiling-table.log", 1, "llama-3.1-8b", "H100 80GB", "0.6.4", 2, 0.9,
+    Case(P + "01-v064dev-llama3-8b-h100-tp1-tp2-profiling-table.log", 1, "llama-3.1-8b", "H100 80GB", "0.6.5", 2, 0.9,
          8192, total_gib=79.22, v1=False, interconnect="nvlink",
          stated=(("weights", 7.48), ("non_torch", 3.58), ("activation", 1.26))),
     Case("public/03-v084-llama31-8b-l40s-tp1.log", 0, "llama-3.1-8b", "L40S 48GB", "0.8.4", 1, 0.9, 32768),
@@ -90,7 +91,9 @@ CASES: tuple[Case, ...] = (
          "0.7.2", 8, 1.0, 163840, total_gib=139.72, pp=2, v1=False, interconnect="nvlink", scored_rank="PP0_TP0"),
     Case("public/38-v0101-mixtral-8x7b-fp8-141gb-free-memory-below-util.log", 0, "mixtral-8x7b-v0.1", "H20 141GB",
          "0.10.1", 1, 0.9, 32768, total_gib=139.72, free_gib=7.34, fails="free_memory"),
-    Case("public/39-v072-qwen25-32b-2xl40s-tp2-v0-rows.log", 0, "qwen2.5-32b", "L40S 48GB", "0.7.2", 2, 0.9, 32768,
+    # public/39: the same comment's engine line (issue #15815, turn 8) reads "V0 LLM engine (v0.7.1)",
+    # max_seq_len=10000, chunked_prefill_enabled=False
+    Case("public/39-v072-qwen25-32b-2xl40s-tp2-v0-rows.log", 0, "qwen2.5-32b", "L40S 48GB", "0.7.1", 2, 0.9, 10000,
          total_gib=44.42, v1=False, interconnect="pcie"),
 )  # fmt: skip
 

@@ -8,6 +8,14 @@ driver and libraries take outside torch's allocator:
   without communicator buffers (lazily loaded kernel modules, cuBLAS/cuBLASLt handles and
   workspaces, attention-library state). Fitted as the median of the non-torch rows logged by
   single-rank runs or runs whose snapshot already contains NCCL (V1 ≥ 0.11).
+- `non_torch_whole`: the same row where vLLM counted *all* device memory outside torch's
+  allocated bytes (`(total − free) − allocated_bytes.all.current` after the profile), which holds
+  the CUDA context and torch's cached-but-unallocated blocks as well: V0 before PR #10511
+  (`551603fef`, 2024-12-16, v0.6.5; vllm/worker/worker.py `determine_num_available_blocks`) and
+  V1 before PR #18974 (`2d8476e46`, 2025-06-07, v0.9.1; vllm/v1/worker/gpu_worker.py
+  `determine_available_memory`). Fitted as the median of single-rank logs of that regime; with
+  none left (leave-one-out) it falls back to the larger of the two fitted bases, never to the
+  in-sample value.
 - `nccl_nvlink`, `nccl_pcie`: the communicator buffers NCCL and the custom all-reduce allocate at
   set-up, which V0 and V1 before PR #25359 (`abad204be`, 2025-09-23, taken as v0.11.0) counted as
   non-torch because the init snapshot was taken before `init_worker_distributed_environment`.
@@ -35,6 +43,7 @@ MIB = 1024**2
 class Calibration:
     non_torch_v0: int
     non_torch_v1: int
+    non_torch_whole: int
     nccl_nvlink: int
     nccl_pcie: int
     graph_bytes_per_layer: int
@@ -43,9 +52,10 @@ class Calibration:
 # In-sample fit over the repository's logs (bench/bench_estimates_loo.py prints it; a test checks
 # it). Where a kind has no observation left (leave-one-out), the fit falls back to these values.
 DEFAULT = Calibration(
-    non_torch_v0=375809638,
+    non_torch_v0=977105060,
     non_torch_v1=209715200,
-    nccl_nvlink=2340757177,
+    non_torch_whole=375809638,
+    nccl_nvlink=1980718121,
     nccl_pcie=0,
     graph_bytes_per_layer=587614,
 )
@@ -55,7 +65,8 @@ DEFAULT = Calibration(
 class Observation:
     """One measured row that a constant is fitted on (bytes, plus what it depends on)."""
 
-    kind: str  # "non_torch_base_v0" | "non_torch_base_v1" | "nccl_nvlink" | "nccl_pcie" | "graph_per_layer"
+    # "non_torch_base_v0" | "non_torch_base_v1" | "non_torch_whole" | "nccl_nvlink" | "nccl_pcie" | "graph_per_layer"
+    kind: str
     value: int
     source: str
 
@@ -69,9 +80,12 @@ def fit(observations: Iterable[Observation], fallback: Calibration = DEFAULT) ->
     by: dict[str, list[int]] = {}
     for obs in observations:
         by.setdefault(obs.kind, []).append(obs.value)
+    v0 = _median(by.get("non_torch_base_v0", []), fallback.non_torch_v0)
+    v1 = _median(by.get("non_torch_base_v1", []), fallback.non_torch_v1)
     return Calibration(
-        non_torch_v0=_median(by.get("non_torch_base_v0", []), fallback.non_torch_v0),
-        non_torch_v1=_median(by.get("non_torch_base_v1", []), fallback.non_torch_v1),
+        non_torch_v0=v0,
+        non_torch_v1=v1,
+        non_torch_whole=_median(by.get("non_torch_whole", []), max(v0, v1)),
         nccl_nvlink=_median(by.get("nccl_nvlink", []), fallback.nccl_nvlink),
         nccl_pcie=_median(by.get("nccl_pcie", []), fallback.nccl_pcie),
         graph_bytes_per_layer=_median(by.get("graph_per_layer", []), fallback.graph_bytes_per_layer),

@@ -14,6 +14,12 @@ vllm/utils/mem_utils.py). So only what appears *after* the init snapshot counts:
   Their size depends on the interconnect: NVSwitch boxes (H100/H200/B200 SXM) allocate
   NVLink-SHARP buffers, PCIe boxes do not (`Calibration.nccl_nvlink/nccl_pcie`).
 
+Before PR #10511 (V0, `551603fef`, v0.6.5) and PR #18974 (V1, `2d8476e46`, 2025-06-07, v0.9.1)
+there was no init snapshot: the row was `(total − free) − torch allocated` after the profile
+(V0 vllm/worker/worker.py and V1 vllm/v1/worker/gpu_worker.py `determine_available_memory`),
+so it held the CUDA context, torch's cached-but-unallocated blocks and any other process on the
+card too (`Calibration.non_torch_whole`; other processes cannot be known and are not counted).
+
 What the config cannot tell (other processes' allocations, NCCL environment variables, whether
 NVLS is enabled) is stated in the cell's note; an unknown interconnect is taken as NVLink, the
 larger row, so the estimate errs towards less KV.
@@ -46,13 +52,25 @@ def snapshot_before_communicators(version: Version, v1: bool) -> bool:
     return not v1 or version < (0, 11, 0)
 
 
+def counts_whole_device(version: Version, v1: bool) -> bool:
+    """Whether the row is everything outside torch's allocated bytes (no init snapshot yet)."""
+    return version < (0, 9, 1) if v1 else version < (0, 6, 5)
+
+
 def non_torch_terms(
     version: Version, v1: bool, world: int, interconnect: Interconnect, cal: Calibration
 ) -> NonTorchTerms:
     """The non-torch row on one rank of a `world`-rank engine (tp × pp)."""
-    base = cal.non_torch_v1 if v1 else cal.non_torch_v0
+    whole = counts_whole_device(version, v1)
+    base = cal.non_torch_whole if whole else cal.non_torch_v1 if v1 else cal.non_torch_v0
+    what = (
+        "CUDA context, kernel modules, cached torch blocks: this version counts all device memory outside "
+        "torch's allocations (no init snapshot; other processes on the card would count too)"
+        if whole
+        else "kernel modules, cuBLAS workspaces"
+    )
     if world <= 1:
-        return NonTorchTerms(base, 0, "kernel modules, cuBLAS workspaces (fitted constant, see calibration)")
+        return NonTorchTerms(base, 0, f"{what} (fitted constant, see calibration)")
     if not snapshot_before_communicators(version, v1):
         return NonTorchTerms(
             base, 0, "NCCL buffers are in the init snapshot since PR #25359 (v0.11): not counted against KV"

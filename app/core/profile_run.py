@@ -86,12 +86,17 @@ def mlp_elems_per_token(shape: ModelShape, tp: int, ep: bool = False, v1: bool =
     intermediate on this rank (I/TP, or the whole I under expert parallelism, whose ranks see
     every token), plus the router logits (one per expert) and the output (hidden).
 
-    V0 runs the model eagerly (no torch.compile graph freeing buffers at their last use): its
-    logged peaks hold one more hidden-size vector per token — file 01's two runs grow by
-    0.92 GiB over 9,000 tokens, 54,885 elements per token for Llama-3.1-8B, 3·hidden + 3·I − 267.
+    V0 runs the model eagerly (no torch.compile graph freeing buffers at their last use): the
+    Python locals of `LlamaMLP.forward` keep gate_up and the activation alive while down_proj
+    writes its output (one more hidden vector) — file 01's two runs grow by 0.92 GiB over 9,000
+    tokens, 54,885 elements per token for Llama-3.1-8B, 3·hidden + 3·I − 267 — and at TP > 1
+    `RowParallelLinear.forward` all-reduces that output out of place
+    (`tensor_model_parallel_all_reduce`, vllm/distributed/communication_op.py; pynccl and the
+    custom all-reduce return a new tensor): one more hidden vector. public/39 (v0.7.1, Qwen2.5-32B,
+    TP2, 10,000 tokens) logs 1.26 GiB on both ranks, 135 KB per token; 3·I/2 + 4·hidden is 124 KB.
     """
     h = shape.hidden_size
-    eager = 0 if v1 else h
+    eager = 0 if v1 else h * (2 if tp > 1 else 1)
     if shape.num_experts and shape.num_experts_per_tok and shape.moe_intermediate_size:
         n = shape.moe_intermediate_size // (1 if ep else tp)
         k = shape.num_experts_per_tok
@@ -121,23 +126,45 @@ def padded_vocab(vocab: int) -> int:
     return -(-vocab // 64) * 64
 
 
-def sampler_bytes_per_logit(version: Version, v1: bool = True) -> int:
+def sort_bytes_per_element(rows: int) -> int:
+    """Temporaries of PyTorch's CUDA `sort` along the vocabulary (rows > 4096 columns always take the
+    stable segmented path: aten/src/ATen/native/cuda/SortStable.cu `launch_stable_sort_kernel`),
+    per element, beside the sorted values (4) and int64 indices (8) it returns:
+
+    - 128 rows or more (`segmented_sort_pairs`): the int64 `reverse_indices` (8) and cub
+      `DeviceSegmentedRadixSort::SortPairs`' temp storage, alternate key and value buffers (4 + 8): 20;
+    - 2–127 rows (`segmented_sort_pairs_by_full_sort`): two int2 index-and-segment buffers (8 + 8)
+      and `radix_sort_pairs`' alternate buffers (4 + 8): 28;
+    - one row (`segmented_sort_large_segments`): the alternate buffers only (the iota is one row): 12.
+    """
+    if rows >= 128:
+        return 20
+    return 28 if rows > 1 else 12
+
+
+def sampler_bytes_per_logit(version: Version, v1: bool = True, rows: int = 256) -> int:
     """Bytes live per (request, vocabulary entry) at the dummy sampler's peak.
 
     - V0 (`_apply_top_k_top_p`, vllm/model_executor/layers/sampler.py): model-dtype logits (2),
       fp32 copy (4), sorted values (4) and int64 indices (8), probs_sort (4), its cumsum (4),
-      two bool masks (2), the int64 inverse permutation (8) and the gathered result (4): 40.
-    - V1 to v0.16 (`apply_top_k_top_p`, vllm/v1/sample/ops/topk_topp_sampler.py): logits (2), fp32
-      (4), sort values (4) + indices (8), masks (2), probs_sort (4, cumsum in place) and the
-      out-of-place scatter (4): 28.
+      two bool masks (2), the int64 inverse permutation (8) and the gathered result (4): 40 (above
+      its sort step, 2 + 4 + 12 + 20 = 38 at 128+ rows).
+    - V1 to v0.16 (`apply_top_k_top_p`, vllm/v1/sample/ops/topk_topp_sampler.py `forward_native`;
+      the dummy run's top-k = vocab − 1, top-p = 0.9): the peak is the sort itself — model-dtype
+      logits (2), the fp32 logits (4), sorted values (4) and int64 indices (8) plus the sort's own
+      temporaries (`sort_bytes_per_element`): 38 at 128+ rows; the later masks, probs_sort and
+      scatter (28) come after the temporaries are freed. Measured: files 14 (256 rows) and public/28
+      (1,024 rows), Qwen3 vocabulary, log 38.6 and 38.8 B per logit of torch peak increase.
+      With FlashInfer's sampler (`forward_cuda`, used when FlashInfer is installed and
+      VLLM_USE_FLASHINFER_SAMPLER is unset) there is no sort: the estimate is then conservative.
     - From c656ba3b4 (2026-02-17, PR #33538, taken as v0.17): batches of 8 or more rows use the
       in-place Triton top-k/top-p kernel; the peak is then `random_sample`'s probs (4) and
       exponential noise q (4) beside the fp32 (4) and model-dtype (2) logits: 14.
     """
     if not v1 or version < (0, 7, 0):
         return 40
-    if version < (0, 17, 0):
-        return 28
+    if version < (0, 17, 0) or rows < 8:
+        return 2 + 4 + 4 + 8 + sort_bytes_per_element(rows)
     return 14
 
 
@@ -146,7 +173,7 @@ def sampler_step_bytes(shape: ModelShape, rows: int, version: Version, last_stag
     whole vocabulary on every TP rank by `LogitsProcessor._gather_logits`), last PP stage only."""
     if not last_stage or not shape.vocab_size:
         return 0
-    return rows * padded_vocab(shape.vocab_size) * sampler_bytes_per_logit(version, v1)
+    return rows * padded_vocab(shape.vocab_size) * sampler_bytes_per_logit(version, v1, rows)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -34,8 +35,9 @@ def test_dense_forward_per_token_by_hand() -> None:
     llama = shape("llama-3.1-8b")
     assert forward_per_token(llama, 1) == (3 * 14336 * 2, 2 * 4096 * 2)
     assert forward_per_token(llama, 2) == (3 * 14336 // 2 * 2, 2 * 4096 * 2)
-    # V0 (eager) holds one more hidden vector per token
+    # V0 (eager) holds one more hidden vector per token, and at TP > 1 the out-of-place all-reduce output
     assert forward_per_token(llama, 1, v1=False) == (3 * 14336 * 2, 3 * 4096 * 2)
+    assert forward_per_token(llama, 2, v1=False) == (3 * 14336 // 2 * 2, 4 * 4096 * 2)
 
 
 def test_moe_forward_per_token_by_hand() -> None:
@@ -49,15 +51,31 @@ def test_moe_forward_per_token_by_hand() -> None:
 
 
 def test_v1_sampler_by_hand() -> None:
-    # 256 rows × padded vocab (128256) × 28 B (sort path, v0.7–v0.16) on the last stage only
+    # 256 rows × padded vocab (128256) × 38 B (the sort step with PyTorch's segmented-sort
+    # temporaries, v0.7–v0.16) on the last stage only
     llama = shape("llama-3.1-8b")
     inp = ProfileInputs(tp=1, max_num_batched_tokens=2048, max_num_seqs=256, version=(0, 10, 2))
     terms = activation_terms(llama, inp)
     assert padded_vocab(128256) == 128256 and padded_vocab(151665) == 151680
-    assert terms.sampler == 256 * 128256 * 28
+    assert terms.sampler == 256 * 128256 * 38
     assert terms.peak == max(terms.forward, terms.hidden_out + terms.sampler)
     assert activation_terms(llama, replace(inp, last_stage=False)).sampler == 0
     assert activation_terms(llama, replace(inp, version=(0, 21, 0))).sampler == 256 * 128256 * 14
+    # fewer than 128 rows take PyTorch's full-sort path (46 B); one row the large-segment path (30 B);
+    # from v0.17 fewer than 8 rows still sort (the Triton kernel needs 8)
+    assert activation_terms(llama, replace(inp, max_num_seqs=64)).sampler == 64 * 128256 * 46
+    assert activation_terms(llama, replace(inp, max_num_seqs=1)).sampler == 128256 * 30
+    assert activation_terms(llama, replace(inp, max_num_seqs=4, version=(0, 21, 0))).sampler == 4 * 128256 * 46
+
+
+def test_v1_sampler_against_logged_torch_peaks() -> None:
+    # file 14 (v0.10.2, Qwen3-235B FP8, 256 rows) and public/28 (v0.10.0, 1,024 rows) log torch peak
+    # increases of 1.40 and 5.62 GiB: the sampler dominates both (Qwen3 vocabulary 151,936)
+    q = shape("qwen3-235b-a22b-fp8")
+    for tp, tokens, seqs, ep, logged in ((8, 2048, 256, True, 1.40), (4, 8192, 1024, False, 5.62)):
+        inp = ProfileInputs(tp=tp, max_num_batched_tokens=tokens, max_num_seqs=seqs, version=(0, 10, 2),
+                            expert_parallel=ep)  # fmt: skip
+        assert activation_terms(q, inp).peak / (logged * GIB) == pytest.approx(1, abs=0.03), logged
 
 
 def test_v0_profile_matches_pr_10511() -> None:
