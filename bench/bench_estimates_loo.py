@@ -114,7 +114,7 @@ def context(case: Case, cal: Calibration) -> tuple[EstimateContext, int]:
     ctx = EstimateContext(
         case.tp, case.pp, case.max_num_batched_tokens or mnbt, case.max_num_seqs or seqs, case.enforce_eager, rules,
         expert_parallel=case.expert_parallel, v1=v1, interconnect=case.interconnect,  # type: ignore[arg-type]
-        vision=vision, calibration=cal,  # type: ignore[arg-type]
+        vision=vision, calibration=cal, max_model_len=case.max_model_len,  # type: ignore[arg-type]
     )  # fmt: skip
     return ctx, total
 

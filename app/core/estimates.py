@@ -56,6 +56,7 @@ class EstimateContext:
     cudagraph_mode: CudagraphMode = "auto"
     vision: VisionGeometry | None = None
     calibration: Calibration = field(default=DEFAULT)
+    max_model_len: int | None = None
 
     @property
     def uses_v1(self) -> bool:
@@ -97,7 +98,7 @@ def _profile_inputs(ctx: EstimateContext, last_stage: bool) -> ProfileInputs:
     return ProfileInputs(
         tp=ctx.tp, max_num_batched_tokens=ctx.max_num_batched_tokens, max_num_seqs=ctx.max_num_seqs,
         version=ctx.rules.version, last_stage=last_stage, expert_parallel=ctx.expert_parallel,
-        vision=ctx.vision if ctx.uses_v1 else None, v1=ctx.uses_v1,
+        vision=ctx.vision if ctx.uses_v1 else None, v1=ctx.uses_v1, max_model_len=ctx.max_model_len,
     )  # fmt: skip
 
 

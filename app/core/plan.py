@@ -151,6 +151,7 @@ def estimate_context(
         interconnect=layout.interconnect,
         cudagraph_mode=engine.cudagraph_mode,
         vision=vision,
+        max_model_len=engine.max_model_len,
     )
 
 

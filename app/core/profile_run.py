@@ -188,6 +188,7 @@ class ProfileInputs:
     expert_parallel: bool = False
     vision: VisionGeometry | None = None
     v1: bool = True
+    max_model_len: int | None = None  # the Qwen3-VL dummy video's frames depend on it
 
 
 def activation_terms(shape: ModelShape, inp: ProfileInputs) -> ActivationTerms:
@@ -202,7 +203,7 @@ def activation_terms(shape: ModelShape, inp: ProfileInputs) -> ActivationTerms:
     notes: list[str] = []
     encoder = cache = 0
     if inp.vision is not None:
-        encoder, cache, note = encoder_profile_bytes(inp.vision, tokens, inp.tp, b)
+        encoder, cache, note = encoder_profile_bytes(inp.vision, tokens, inp.tp, b, inp.version, inp.max_model_len)
         notes.append(note)
     peak = max(encoder, cache + forward, cache + hidden_out + sampler)
     return ActivationTerms(forward, sampler, encoder, cache, hidden_out, peak, tuple(notes))

@@ -11,15 +11,26 @@ from hypothesis import strategies as st
 
 from app.core.calibration import DEFAULT
 from app.core.cudagraphs import capture_sizes, graph_terms
-from app.core.estimates import EstimateContext, activation_bytes, cuda_graph_bytes, estimate_ranks, non_torch_bytes
+from app.core.estimates import (
+    EstimateContext,
+    activation_bytes,
+    activation_for_stage,
+    cuda_graph_bytes,
+    estimate_ranks,
+    non_torch_bytes,
+)
 from app.core.model_config import shape_from_config
 from app.core.nontorch import non_torch_terms, snapshot_before_communicators
-from app.core.profile_run import ProfileInputs, activation_terms, forward_per_token, padded_vocab
+from app.core.profile_run import ActivationTerms, ProfileInputs, activation_terms, forward_per_token, padded_vocab
 from app.core.shape import ModelShape
 from app.core.versions import parse_version, rules_for, scheduler_defaults
 from app.ingest.catalogue import get_model
 
 GIB = 1024**3
+
+
+def activation_for_stage_v(s: ModelShape, c: EstimateContext) -> ActivationTerms:
+    return activation_for_stage(s, c, True)
 
 
 def shape(slug: str) -> ModelShape:
@@ -199,3 +210,33 @@ def test_enforce_eager_zero_graphs_property(slug: str, version: str, seqs: int) 
     c = replace(ctx(version, seqs=seqs), enforce_eager=True)
     assert cuda_graph_bytes(shape(slug), c) == 0
     assert non_torch_bytes(shape(slug), c) >= 0
+
+
+def test_qwen3_vl_dummy_video_by_hand() -> None:
+    from app.core.vision import qwen3_video_item
+
+    # max_model_len 65,536: 131,072 frames fit the token count, / 999 per-prompt videos = 131 frames;
+    # smart_resize of 4096² over 131 frames: beta = sqrt(131 · 4096² / 25,165,824) = 9.345 → 416 px;
+    # grid 66 × 26 × 26 = 44,616 patches, 11,154 tokens, counted ×12.5 = 139,425 for the budget
+    assert qwen3_video_item(65536) == (44616, 11154, 139425)
+    # short contexts: the start value of 2 frames at the full 4096² image size capped by the pixels
+    _, tokens, _ = qwen3_video_item(4096)
+    assert tokens <= 25165824 // (16 * 16 * 2 * 4)
+
+
+def test_qwen3_vl_profile_matches_file_18() -> None:
+    # file 18 (v0.11.0, Qwen3-VL-30B-A3B, TP4, RTX 3090 23.58 GiB, util 0.9, max_model_len 65,536):
+    # 21.22 − 14.77 (weights) − 2.31 (KV) − 0.20 (non-torch) = 3.94 GiB of profile peak. The video
+    # wins the dummy modality; its output is scattered into a 139,425-row tensor (×4 with deepstack).
+    from app.core.vision import vision_geometry
+
+    cfg = get_model("qwen3-vl-30b-a3b-instruct").config
+    geo = vision_geometry(cfg)
+    assert geo is not None and geo.deepstack == 3 and geo.qwen3
+    vl = shape_from_config(cfg)
+    terms = activation_for_stage_v(vl, ctx("0.11.0", tp=4, vision=geo, max_model_len=65536))
+    assert terms.encoder_cache >= 139425 * 2048 * 4 * 2
+    assert terms.peak / (3.94 * GIB) == pytest.approx(1, abs=0.08)
+    # from v0.14 (PR #30475) no ×12.5 and no scatter: the image is the larger item again
+    later = activation_for_stage_v(vl, ctx("0.14.0", tp=4, vision=geo, max_model_len=65536))
+    assert later.encoder_cache < terms.encoder_cache and "image" in later.notes[0]
