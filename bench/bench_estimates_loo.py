@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from estimate_cases import CASES, LOGS, SKIPS, Case, real_logs
+from estimate_cases import CASES, CONFIG_VARIANTS, LOGS, SKIPS, Case, real_logs
 
 from app.core.calibration import DEFAULT, Calibration, Observation, fit
 from app.core.cudagraphs import graph_terms
@@ -98,8 +98,16 @@ def _kv_bytes_per_token(case: Case) -> int:
 
 @functools.cache
 def _shape(slug: str) -> tuple[ModelShape, object]:
-    config = get_model(slug).config
+    base, quant = CONFIG_VARIANTS.get(slug, (slug, None))
+    config = get_model(base).config
+    if quant is not None:
+        config = {**config, "quantization_config": quant}
     return shape_from_config(config), vision_geometry(config)
+
+
+def _quantized(slug: str) -> bool:
+    base, quant = CONFIG_VARIANTS.get(slug, (slug, None))
+    return quant is not None or "quantization_config" in get_model(base).config
 
 
 def context(case: Case, cal: Calibration) -> tuple[EstimateContext, int]:
@@ -149,7 +157,12 @@ def observations(case: Case) -> list[Observation]:
     whole = counts_whole_device(ctx.rules.version, ctx.uses_v1)
     base_kind = "non_torch_whole" if whole else "non_torch_base_v1" if ctx.uses_v1 else "non_torch_base_v0"
     nccl_counted = world > 1 and (not ctx.uses_v1 or ctx.rules.version < (0, 11, 0))
-    if m.non_torch is not None:
+    # Where the row counts the whole device (no init snapshot), a checkpoint that vLLM repacks after
+    # loading (GPTQ/AWQ Marlin: process_weights_after_loading replaces qweight) leaves the freed
+    # checkpoint tensors in torch's cache, which that regime counts as non-torch: a property of the
+    # checkpoint, not of the base the constant stands for (public/43: 4.09 GiB), so it is not fitted on.
+    repacked = whole and _quantized(case.model)
+    if m.non_torch is not None and not repacked:
         if not nccl_counted:
             out.append(Observation(base_kind, m.non_torch, case.log))
         else:

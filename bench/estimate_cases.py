@@ -17,6 +17,17 @@ LOGS = Path(__file__).resolve().parents[1] / "tests" / "data" / "vllm-logs"
 P = "public/"
 
 
+# Checkpoints that are a catalogue model plus a quantization_config the repository does not store:
+# slug → (catalogue slug, quantization_config as its model card publishes it).
+CONFIG_VARIANTS: dict[str, tuple[str, dict[str, object] | None]] = {
+    "qwen2.5-72b-gptq-int4": (
+        "qwen2.5-72b",
+        {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True,
+         "damp_percent": 0.01, "static_groups": False, "true_sequential": True},
+    ),
+}  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Case:
     log: str
@@ -93,6 +104,9 @@ CASES: tuple[Case, ...] = (
          "0.10.1", 1, 0.9, 32768, total_gib=139.72, free_gib=7.34, fails="free_memory"),
     # public/39: the same comment's engine line (issue #15815, turn 8) reads "V0 LLM engine (v0.7.1)",
     # max_seq_len=10000, chunked_prefill_enabled=False
+    # public/43 (v0.6.4.post1, a 48 GB card, 47.74 GiB): 4.09 GiB of whole-device non-torch memory
+    Case(P + "43-v064post1-qwen25-72b-gptq-48gb-tp1-mml-fail.log", 0, "qwen2.5-72b-gptq-int4", None, "0.6.4", 1, 0.95,
+         8192, total_gib=47.74, v1=False, fails="max_model_len"),
     Case("public/39-v072-qwen25-32b-2xl40s-tp2-v0-rows.log", 0, "qwen2.5-32b", "L40S 48GB", "0.7.1", 2, 0.9, 10000,
          total_gib=44.42, v1=False, interconnect="pcie"),
 )  # fmt: skip
@@ -135,7 +149,6 @@ SKIPS: tuple[Skip, ...] = (
          "INT8 checkpoint not in the catalogue, GPU not stated"),
     Skip(P + "41-v06x-unknown-mp-v0-mml-fail-tokens.log", "model and GPU not stated"),
     Skip(P + "42-v0141-gpt-oss-120b-h100-tp1-ansi-prefix-weights.log", "weights only: no KV stated"),
-    Skip(P + "43-v064post1-qwen25-72b-gptq-48gb-tp1-mml-fail.log", "GPTQ checkpoint config not in the catalogue"),
 )
 
 # Logs that are parser fixtures, not real runs (constructed or edited to exercise a format).

@@ -18,7 +18,8 @@ from app.core.calibration import DEFAULT
 # change that makes the model worse on runs it was not fitted to fails here, while one more real
 # log (which moves a median of a dozen runs by about half a point) does not by itself.
 LOO_MEDIAN_THRESHOLD = 0.045
-# Every start-up failure among the real logs is predicted (bench/RESULTS-estimates.md).
+# Start-up failures predicted (bench/RESULTS-estimates.md): 6 of 7; public/43 (Qwen2.5-72B GPTQ on
+# v0.6.4.post1) is missed: 4.09 GiB of whole-device non-torch memory the model does not count.
 FAILURES_PREDICTED = 6
 
 
@@ -39,7 +40,7 @@ def test_start_up_failures_predicted() -> None:
     rows = evaluate("measured")
     failures = [r for r in rows if r["fails"]]
     predicted = [r for r in failures if not r["predicted_start"]]
-    assert len(failures) >= 6 and len(predicted) >= FAILURES_PREDICTED, [r["case"] for r in failures]
+    assert len(failures) >= 7 and len(predicted) >= FAILURES_PREDICTED, [r["case"] for r in failures]
     # no run that started is predicted to fail
     assert all(r["predicted_start"] for r in rows if not r["fails"] and r["logged_kv"])
 
