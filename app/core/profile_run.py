@@ -145,10 +145,11 @@ def sort_bytes_per_element(rows: int) -> int:
 def sampler_bytes_per_logit(version: Version, v1: bool = True, rows: int = 256) -> int:
     """Bytes live per (request, vocabulary entry) at the dummy sampler's peak.
 
-    - V0 (`_apply_top_k_top_p`, vllm/model_executor/layers/sampler.py): model-dtype logits (2),
-      fp32 copy (4), sorted values (4) and int64 indices (8), probs_sort (4), its cumsum (4),
-      two bool masks (2), the int64 inverse permutation (8) and the gathered result (4): 40 (above
-      its sort step, 2 + 4 + 12 + 20 = 38 at 128+ rows).
+    - V0 (`_apply_top_k_top_p`, vllm/model_executor/layers/sampler.py): before e42c634ac
+      (2024-09-20, PR #8619, v0.6.2) the resort built an int64 inverse permutation and gathered:
+      model-dtype logits (2), fp32 (4), sorted values (4) and indices (8), probs_sort (4), cumsum
+      (4), two masks (2), the inverse permutation (8) and the gathered result (4): 40. From PR #8619
+      the resort is one `scatter_`, so, as in V1 below, the peak is the sort step (38 at 128+ rows).
     - V1 to v0.16 (`apply_top_k_top_p`, vllm/v1/sample/ops/topk_topp_sampler.py `forward_native`;
       the dummy run's top-k = vocab − 1, top-p = 0.9): the peak is the sort itself — model-dtype
       logits (2), the fp32 logits (4), sorted values (4) and int64 indices (8) plus the sort's own
@@ -161,9 +162,9 @@ def sampler_bytes_per_logit(version: Version, v1: bool = True, rows: int = 256) 
       in-place Triton top-k/top-p kernel; the peak is then `random_sample`'s probs (4) and
       exponential noise q (4) beside the fp32 (4) and model-dtype (2) logits: 14.
     """
-    if not v1 or version < (0, 7, 0):
+    if version < (0, 6, 2):
         return 40
-    if version < (0, 17, 0) or rows < 8:
+    if not v1 or version < (0, 17, 0) or rows < 8:
         return 2 + 4 + 4 + 8 + sort_bytes_per_element(rows)
     return 14
 

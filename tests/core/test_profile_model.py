@@ -77,6 +77,9 @@ def test_v1_sampler_by_hand() -> None:
     assert activation_terms(llama, replace(inp, max_num_seqs=64)).sampler == 64 * 128256 * 46
     assert activation_terms(llama, replace(inp, max_num_seqs=1)).sampler == 128256 * 30
     assert activation_terms(llama, replace(inp, max_num_seqs=4, version=(0, 21, 0))).sampler == 4 * 128256 * 46
+    # V0: the sort step too since PR #8619 (v0.6.2); the inverse-permutation resort (40 B) before it
+    assert activation_terms(llama, replace(inp, v1=False, version=(0, 7, 1))).sampler == 256 * 128256 * 38
+    assert activation_terms(llama, replace(inp, v1=False, version=(0, 6, 1))).sampler == 256 * 128256 * 40
 
 
 def test_v1_sampler_against_logged_torch_peaks() -> None:
