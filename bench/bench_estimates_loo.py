@@ -33,7 +33,7 @@ from app.core.gpus import resolve_gpu
 from app.core.kvspec import pp_layer_split
 from app.core.ledger import Cell
 from app.core.model_config import shape_from_config
-from app.core.nontorch import counts_whole_device, non_torch_terms
+from app.core.nontorch import counts_whole_device
 from app.core.plan import Engine, Layout, ModelInput, PlanInput, Policy, compute
 from app.core.profile_run import forward_per_token
 from app.core.shape import ModelShape
@@ -163,12 +163,11 @@ def observations(case: Case) -> list[Observation]:
     # checkpoint, not of the base the constant stands for (public/43: 4.09 GiB), so it is not fitted on.
     repacked = whole and _quantized(case.model)
     if m.non_torch is not None and not repacked:
-        if not nccl_counted:
-            out.append(Observation(base_kind, m.non_torch, case.log))
+        if not nccl_counted or case.interconnect == "pcie":
+            out.append(Observation(base_kind, m.non_torch, case.log))  # PCIe: pooled with the base
         else:
-            base = non_torch_terms(ctx.rules.version, ctx.uses_v1, 1, "unknown", DEFAULT).base
-            kind = "nccl_pcie" if case.interconnect == "pcie" else "nccl_nvlink"
-            out.append(Observation(kind, max(0, m.non_torch - base), case.log))
+            engine = "whole" if whole else "v1" if ctx.uses_v1 else "v0"
+            out.append(Observation("nccl_nvlink", m.non_torch, case.log, engine))
     if m.cuda_graphs is not None and not case.enforce_eager:
         layers = max(pp_layer_split(shape.num_layers, case.pp))
         sharded, unsharded = forward_per_token(shape, case.tp, case.expert_parallel)
@@ -183,7 +182,7 @@ def observations(case: Case) -> list[Observation]:
 
 EXTRA_OBSERVATIONS = (
     # File 07 (V0 v0.8.x, several RTX 3090 workers over PCIe, model not stated): non-torch 0.20 GiB.
-    Observation("nccl_pcie", max(0, round(0.20 * GIB) - DEFAULT.non_torch_v0), "07-v083-3090-mp-util099.log"),
+    Observation("non_torch_base_v0", round(0.20 * GIB), "07-v083-3090-mp-util099.log"),
 )
 
 

@@ -19,8 +19,11 @@ driver and libraries take outside torch's allocator:
 - `nccl_nvlink`, `nccl_pcie`: the communicator buffers NCCL and the custom all-reduce allocate at
   set-up, which V0 and V1 before PR #25359 (`abad204be`, 2025-09-23, taken as v0.11.0) counted as
   non-torch because the init snapshot was taken before `init_worker_distributed_environment`.
-  NVLink/NVSwitch boxes get NVLink-SHARP buffers; PCIe boxes do not. Fitted as the median excess
-  of logged non-torch rows over the base at TP > 1.
+  NVLink/NVSwitch boxes get NVLink-SHARP buffers; PCIe boxes do not. `nccl_nvlink` is fitted as
+  the median excess of logged NVLink non-torch rows at TP > 1 over the base *fitted on the same
+  observations* (not over the in-sample value, so leave-one-out leaks nothing). On PCIe the excess
+  was nil on every log (file 14: 0.015 GiB at TP8; public/39 and file 07 below their base), so
+  PCIe multi-rank rows are pooled into the base observations and `nccl_pcie` stays 0.
 - `graph_bytes_per_layer`: driver memory of one captured CUDA graph per decoder layer on the rank
   (kernel nodes and their parameters), beyond the activations of the largest graph. Fitted as the
   median over logs that state a graph pool.
@@ -52,10 +55,10 @@ class Calibration:
 # In-sample fit over the repository's logs (bench/bench_estimates_loo.py prints it; a test checks
 # it). Where a kind has no observation left (leave-one-out), the fit falls back to these values.
 DEFAULT = Calibration(
-    non_torch_v0=977105060,
-    non_torch_v1=209715200,
+    non_torch_v0=268435456,
+    non_torch_v1=225485783,
     non_torch_whole=375809638,
-    nccl_nvlink=1980718121,
+    nccl_nvlink=2448131359,
     nccl_pcie=0,
     graph_bytes_per_layer=587614,
 )
@@ -69,6 +72,7 @@ class Observation:
     kind: str
     value: int
     source: str
+    engine: str = ""  # nccl_nvlink: the raw row, and the base it exceeds ("v0" | "v1" | "whole")
 
 
 def _median(values: list[int], default: int) -> int:
@@ -77,16 +81,20 @@ def _median(values: list[int], default: int) -> int:
 
 def fit(observations: Iterable[Observation], fallback: Calibration = DEFAULT) -> Calibration:
     """The constants as medians of the observations of each kind (the fallback where none)."""
+    observations = list(observations)
     by: dict[str, list[int]] = {}
     for obs in observations:
         by.setdefault(obs.kind, []).append(obs.value)
     v0 = _median(by.get("non_torch_base_v0", []), fallback.non_torch_v0)
     v1 = _median(by.get("non_torch_base_v1", []), fallback.non_torch_v1)
+    whole = _median(by.get("non_torch_whole", []), max(v0, v1))
+    base = {"v0": v0, "v1": v1, "whole": whole}
+    nvlink = [max(0, o.value - base.get(o.engine, 0)) for o in observations if o.kind == "nccl_nvlink"]
     return Calibration(
         non_torch_v0=v0,
         non_torch_v1=v1,
-        non_torch_whole=_median(by.get("non_torch_whole", []), max(v0, v1)),
-        nccl_nvlink=_median(by.get("nccl_nvlink", []), fallback.nccl_nvlink),
+        non_torch_whole=whole,
+        nccl_nvlink=_median(nvlink, fallback.nccl_nvlink),
         nccl_pcie=_median(by.get("nccl_pcie", []), fallback.nccl_pcie),
         graph_bytes_per_layer=_median(by.get("graph_per_layer", []), fallback.graph_bytes_per_layer),
     )

@@ -243,3 +243,22 @@ def test_qwen3_vl_profile_matches_file_18() -> None:
     # from v0.14 (PR #30475) no ×12.5 and no scatter: the image is the larger item again
     later = activation_for_stage_v(vl, ctx("0.14.0", tp=4, vision=geo, max_model_len=65536))
     assert later.encoder_cache < terms.encoder_cache and "image" in later.notes[0]
+
+
+def test_fit_takes_nvlink_excess_over_the_base_fitted_on_the_same_observations() -> None:
+    from app.core.calibration import Observation, fit
+
+    obs = [
+        Observation("non_torch_base_v0", 100, "a"),
+        Observation("non_torch_base_v0", 300, "b"),
+        Observation("non_torch_base_v1", 50, "c"),
+        Observation("nccl_nvlink", 1000, "d", "v0"),  # excess 1000 - 200
+        Observation("nccl_nvlink", 650, "e", "v1"),  # excess 650 - 50
+        Observation("nccl_nvlink", 100, "f", "v0"),  # below its base: 0
+    ]
+    cal = fit(obs)
+    assert (cal.non_torch_v0, cal.non_torch_v1) == (200, 50)
+    assert cal.nccl_nvlink == 600  # median of 800, 600, 0
+    # with no whole-device observation the fallback is the larger fitted base, not the in-sample value
+    assert cal.non_torch_whole == 200
+    assert fit(obs[:2]).nccl_nvlink == DEFAULT.nccl_nvlink  # no NVLink run left: the recorded fit
