@@ -262,10 +262,10 @@ def bytes_per_token_from_run(run: Mapping[str, Any]) -> int | None:
     blocks = _as_int(engine.get("num_gpu_blocks"))
     block_size = _as_int(engine.get("block_size")) or _as_int((run.get("settings") or {}).get("block_size")) or 16
     kvs = [_as_int(r.get("kv_bytes")) for r in run.get("ranks") or [] if isinstance(r, Mapping)]
-    kv_values = [k for k in kvs if k]
-    if not blocks or not kv_values:
+    kv_values = [k for k in kvs if k and k > 0]  # a negative KV figure (a failed start) implies nothing
+    if not blocks or blocks < 0 or not kv_values:
         return None
-    return min(kv_values) // (blocks * block_size)
+    return min(kv_values) // (blocks * block_size) or None
 
 
 def residuals(run: Mapping[str, Any], config: Mapping[str, object] | None, per_token: int | None = None) -> JSON:
