@@ -9,6 +9,8 @@ what it was (the CLI prints that one line and exits 2; no traceback).
 | KVLEDGER_MAX_BODY_BYTES | max_body_bytes | 1 KiB … 1 GiB |
 | KVLEDGER_MAX_LOG_BYTES | max_log_bytes | 1 KiB … 1 GiB |
 | KVLEDGER_SIM_MAX_WORK | sim_max_work | 1 … 100,000,000 requests × levels |
+| KVLEDGER_IMPORT_TIME_LIMIT_S | import_time_limit_s | 0.01 … 3,600 CPU seconds reading one pasted log |
+| KVLEDGER_IMPORT_WALL_LIMIT_S | import_wall_limit_s | 1 … 36,000 s wall-clock for one log import (waiting included) |
 | KVLEDGER_DEMO_DATA | demo_data | 1/0, true/false, yes/no, on/off |
 | KVLEDGER_SIM_WORKERS | sim_workers | 1 … 64 simulations running at once, all server workers together |
 | KVLEDGER_SIM_MAX_ACTIVE | sim_max_active | 1 … 1,000 queued or running jobs, all clients |
@@ -47,6 +49,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "sim_max_work": (1, 100_000_000),
     "sqlite_busy_timeout_ms": (0, 600_000),
     "import_time_limit_s": (0.01, 3600),
+    "import_wall_limit_s": (1, 36000),
     "sim_workers": (1, 64),
     "sim_max_active": (1, 1000),
     "sim_client_active": (1, 1000),
@@ -64,7 +67,8 @@ ORDERED = (("sim_client_active", "sim_max_active"), ("sim_client_jobs", "sim_max
            ("sim_max_active", "sim_max_jobs"), ("base_client_bytes", "base_max_bytes"))
 ENV = {name: f"KVLEDGER_{name.upper()}" for name in (
     "database_url", "write_token", "max_body_bytes", "max_log_bytes", "sim_max_work", "demo_data",
-    "import_time_limit_s", *(name for name in RANGES if name.startswith(("sim_", "base_")) and name != "sim_max_work"))}
+    "import_time_limit_s", "import_wall_limit_s",
+    *(name for name in RANGES if name.startswith(("sim_", "base_")) and name != "sim_max_work"))}
 
 
 @dataclass(frozen=True)
@@ -78,8 +82,10 @@ class Settings:
     sim_max_work: int = 200_000
     demo_data: bool = True
     sqlite_busy_timeout_ms: int = 10_000
-    #: Seconds one request may spend reading a pasted log (in a child process) before it is stopped.
+    #: CPU seconds one request may spend reading a pasted log (in a child process) before it is
+    #: stopped, and the wall-clock seconds it may take at most (waiting for a core included).
     import_time_limit_s: float = 30.0
+    import_wall_limit_s: float = 300.0
     #: Simulation jobs (app.db.jobs): running at once, queued + running (all / per client), stored
     #: (per client / all), how long a finished one stays readable, and the per-client rate limit.
     sim_workers: int = 1

@@ -44,6 +44,17 @@ def _real_lines() -> list[str]:
     return lines
 
 
+def real_logs(n_bytes: int) -> str:
+    """Every real startup log under tests/data/vllm-logs (59 files, public issues included),
+    concatenated whole and repeated until the text reaches `n_bytes`: no filler lines."""
+    parts = []
+    for path in sorted(LOGS.rglob("*.log")):
+        text = path.read_text()
+        parts.append(text if text.endswith("\n") else text + "\n")
+    one = "".join(parts)
+    return one * -(-n_bytes // len(one.encode()))
+
+
 def typical_log(n_lines: int, seed: int = 0) -> str:
     rng = random.Random(seed)
     real = _real_lines()

@@ -88,7 +88,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     memory = MemoryBaseStore(fixed=base_documents() if settings.demo_data else None)
     app.state.bases = DurableBaseStore(memory, lambda: _write_sessions(app), base_limits(settings))
     app.state.plan_cache = PlanCache()
-    app.state.isolation = Isolation(workers=1, time_limit_s=settings.import_time_limit_s)
+    app.state.isolation = Isolation(workers=1, cpu_limit_s=settings.import_time_limit_s,
+                                    wall_limit_s=settings.import_wall_limit_s)
 
     @app.get("/static/{rest:path}", include_in_schema=False)
     async def static(request: Request, rest: str) -> Response:

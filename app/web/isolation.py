@@ -6,8 +6,12 @@ waits for any more still runs to its end. Here the work runs in a child process 
 
 - at most `workers` at once (a semaphore; a request that cannot get a slot within the time
   limit is told the server is busy, 503);
-- each under a time limit: past it the child is killed and the request gets an `InputError`
-  on the field that held the input, saying so (the page shows it next to the field);
+- each under a limit of processor time (`cpu_limit_s`, the child's own CPU seconds, read from
+  `/proc/<pid>/stat` every `POLL_S` and enforced again by `RLIMIT_CPU` inside the child) and a
+  generous wall-clock limit (`wall_limit_s`): past either the child is killed and the request
+  gets an `InputError` on the field that held the input, saying which (the page shows it next to
+  the field). CPU time, not wall time, is what an input costs: a child that waits for a core on a
+  loaded machine (it runs at a lower priority than the requests) is not stopped for that;
 - each child's address space is capped (`memory_bytes`): a pathological input is a clear
   error, not a server out of memory;
 - at shutdown (the app's lifespan) every live child is killed, so SIGTERM is never held up
@@ -22,10 +26,12 @@ callable whose arguments and result pickle.
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import multiprocessing.connection
 import os
 import resource
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -40,17 +46,35 @@ T = TypeVar("T")
 
 PRELOAD = ["app.planning", "app.ingest.vllm_log", "app.ingest.catalogue"]
 POLL_S = 0.1
-CHILD_NICENESS = 5
+#: The child yields the cores to slider requests: it runs at the lowest priority (its limit is in
+#: CPU seconds, so waiting for a core does not count against it).
+CHILD_NICENESS = 19
+_TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 #: Inputs shorter than this (in characters) run in the calling thread: parsing a real start-up
 #: log of this size takes milliseconds (bench/RESULTS-load.md).
 INLINE_BELOW_CHARS = 256 * 1024
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds a live process has used (Linux /proc), or None when unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) * _TICK_S  # utime, stime (proc(5))
+
+
 def _child(
-    conn: multiprocessing.connection.Connection, func: Callable[..., object], args: tuple[Any, ...], memory: int
+    conn: multiprocessing.connection.Connection, func: Callable[..., object], args: tuple[Any, ...], memory: int,
+    cpu_limit_s: float,
 ) -> None:
     if memory:
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    # The kernel's own stop, one second past the parent's check (which reads /proc): SIGXCPU at the
+    # soft limit, SIGKILL at the hard one. Whole seconds only.
+    soft = math.ceil(cpu_limit_s) + 1
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + 1))
     os.nice(CHILD_NICENESS)  # interactive requests (sliders) first when cores are short
     try:
         result: tuple[str, object] = ("ok", func(*args))
@@ -68,13 +92,14 @@ class Isolation:
     """See the module docstring. Thread-safe; `run` blocks the calling (worker) thread."""
 
     def __init__(
-        self, workers: int = 1, time_limit_s: float = 30.0, memory_bytes: int = 4 * 1024**3,
-        inline_below_chars: int = INLINE_BELOW_CHARS,
+        self, workers: int = 1, cpu_limit_s: float = 30.0, memory_bytes: int = 4 * 1024**3,
+        inline_below_chars: int = INLINE_BELOW_CHARS, wall_limit_s: float = 300.0,
     ) -> None:
         self.workers = workers
         self.inline_below_chars = inline_below_chars
         self.memory_bytes = memory_bytes
-        self.time_limit_s = time_limit_s
+        self.cpu_limit_s = cpu_limit_s
+        self.wall_limit_s = max(wall_limit_s, cpu_limit_s)
         self._slots = threading.BoundedSemaphore(workers)
         self._live: set[BaseProcess] = set()
         self._lock = threading.Lock()
@@ -83,11 +108,11 @@ class Isolation:
         self._ctx.set_forkserver_preload(PRELOAD)
 
     def run(self, field: str, func: Callable[..., T], *args: object) -> T:
-        """`func(*args)` in a child process; an `InputError` on `field` past the time limit."""
+        """`func(*args)` in a child process; an `InputError` on `field` past the CPU or wall limit."""
         if sum(len(a) for a in args if isinstance(a, str)) < self.inline_below_chars:
             return func(*args)  # milliseconds of work: a child would cost more than it saves
-        deadline = time.monotonic() + self.time_limit_s
-        if self._closed.is_set() or not self._slots.acquire(timeout=self.time_limit_s):
+        deadline = time.monotonic() + self.wall_limit_s
+        if self._closed.is_set() or not self._slots.acquire(timeout=self.wall_limit_s):
             raise HTTPException(503, "The server is busy with other imports; try again in a minute.")
         try:
             return self._run_one(field, func, args, deadline)  # type: ignore[return-value]
@@ -96,28 +121,20 @@ class Isolation:
 
     def _run_one(self, field: str, func: Callable[..., object], args: tuple[Any, ...], deadline: float) -> object:
         parent, child = self._ctx.Pipe(duplex=False)
-        proc = self._ctx.Process(target=_child, args=(child, func, args, self.memory_bytes), daemon=True)
+        proc = self._ctx.Process(target=_child, args=(child, func, args, self.memory_bytes, self.cpu_limit_s),
+                                 daemon=True)
         with self._lock:
             self._live.add(proc)
         try:
             proc.start()
             child.close()
             while not parent.poll(POLL_S):
-                if self._closed.is_set():
-                    raise HTTPException(503, "The server is shutting down; send the request again shortly.")
-                if not proc.is_alive() and not parent.poll(0):
-                    raise InputError(field, "reading this input ran out of memory or crashed; it was stopped")
-                if time.monotonic() > deadline:
-                    raise InputError(
-                        field,
-                        f"reading this input took longer than the {self.time_limit_s:g} s this server allows "
-                        "per request, so it was stopped. Send a shorter excerpt (the engine start-ups you need).",
-                    )
+                self._check(field, proc, deadline, parent)
             try:
                 kind, value = parent.recv()
-            except EOFError:
-                if self._closed.is_set():
-                    raise HTTPException(503, "The server is shutting down; send the request again shortly.") from None
+            except EOFError:  # the child ended without a reply: say why when it is known
+                proc.join(timeout=1)
+                self._check(field, proc, deadline, parent)
                 raise InputError(field, "reading this input ran out of memory or crashed; it was stopped") from None
         finally:
             parent.close()
@@ -128,6 +145,30 @@ class Isolation:
             sub, message = value
             raise InputError(sub or field, message)
         raise RuntimeError(f"isolated {getattr(func, '__name__', func)!r} failed: {value}")
+
+    def _check(
+        self, field: str, proc: BaseProcess, deadline: float, parent: multiprocessing.connection.Connection
+    ) -> None:
+        """Raise when the child must stop: the server is closing, the child died or used up its
+        CPU time (measured here, or the kernel's RLIMIT_CPU signal), or the wall limit passed."""
+        if self._closed.is_set():
+            raise HTTPException(503, "The server is shutting down; send the request again shortly.")
+        used = cpu_seconds(proc.pid) if proc.pid is not None else None
+        killed_by_limit = proc.exitcode == -signal.SIGXCPU  # the kernel's stop at RLIMIT_CPU
+        if (used is not None and used > self.cpu_limit_s) or killed_by_limit:
+            raise InputError(
+                field,
+                f"reading this input needed more than the {self.cpu_limit_s:g} s of processor time this server "
+                "allows per request, so it was stopped. Send a shorter excerpt (the engine start-ups you need).",
+            )
+        if not proc.is_alive() and not parent.poll(0):
+            raise InputError(field, "reading this input ran out of memory or crashed; it was stopped")
+        if time.monotonic() > deadline:
+            raise InputError(
+                field,
+                f"reading this input did not finish within the {self.wall_limit_s:g} s this server waits per "
+                "request (it is busy), so it was stopped. Try again shortly, or send a shorter excerpt.",
+            )
 
     def _stop(self, proc: BaseProcess) -> None:
         if proc.is_alive():

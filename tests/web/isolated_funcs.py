@@ -26,3 +26,15 @@ def refuse(field: str) -> None:
 def hog() -> int:
     blob = bytearray(8 * 1024**3)  # over the child's address-space cap
     return len(blob)
+
+
+def nap(seconds: float) -> float:
+    """Wall time without CPU time (a child waiting for a core looks like this to its limits)."""
+    time.sleep(seconds)
+    return seconds
+
+
+def spin_ignoring_checks(seconds: float) -> int:
+    """CPU time the parent cannot see: its /proc reading is disabled by the test, so only the
+    child's own RLIMIT_CPU stops this."""
+    return spin(seconds)

@@ -36,10 +36,10 @@ def test_past_the_time_limit_the_reply_names_the_field_and_the_limit(path: str) 
         reply = client.post(path, data={"text": text})
     assert reply.status_code == 422
     if path == "/import":
-        assert "longer than the 0.05 s" in reply.text
+        assert "more than the 0.05 s of processor time" in reply.text
     else:
         assert reply.json()["error"]["field"] == "log"
-        assert "longer than the 0.05 s" in reply.json()["error"]["message"]
+        assert "more than the 0.05 s of processor time" in reply.json()["error"]["message"]
 
 
 def test_plan_documents_cost_one_run_each(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,90 @@
+"""SIGTERM while a big log import runs (issue 12 item 1): the real server (`kvledger serve`, one
+uvicorn worker) exits within 10 s and leaves no import child behind."""
+
+from __future__ import annotations
+
+import http.client
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from .. import server
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from bench_parser import real_logs
+
+SHUTDOWN_S = 10.0  # the requirement
+GUARD_S = 120.0  # how long a condition may take on a loaded machine before the test gives up
+
+
+def descendants(pid: int) -> dict[int, int]:
+    """pid → parent pid for every process below `pid` (Linux /proc)."""
+    out: dict[int, int] = {}
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            kids = [int(c) for t in Path(f"/proc/{parent}/task").iterdir()
+                    for c in (t / "children").read_text().split()]
+        except OSError:
+            continue
+        for kid in kids:
+            out[kid] = parent
+            todo.append(kid)
+    return out
+
+
+def alive(pid: int) -> bool:
+    """Whether a process exists and is not a zombie waiting to be reaped."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def post_log(url: str, text: str, replies: list[object]) -> None:
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=GUARD_S)
+    try:
+        conn.request("POST", "/api/v1/import/log", body=("text=" + text).encode(),
+                     headers={"Content-Type": "application/x-www-form-urlencoded"})
+        replies.append(conn.getresponse().status)
+    except OSError as exc:  # the server went away mid-request: also an acceptable end
+        replies.append(exc)
+    finally:
+        conn.close()
+
+
+def test_sigterm_during_a_big_import_exits_within_10_s(tmp_path: Path) -> None:
+    argv = [sys.executable, "-m", "app.cli", "serve", "--port"]
+    env = {"KVLEDGER_DATABASE_URL": f"sqlite:///{tmp_path / 'kv.sqlite3'}", "KVLEDGER_IMPORT_TIME_LIMIT_S": "600"}
+    proc, url = server.start_server(env, tmp_path / "server.log", argv=argv, timeout_s=GUARD_S)
+    try:
+        text = real_logs(8_000_000)  # seconds of CPU in the import child, real start-up logs only
+        replies: list[object] = []
+        poster = threading.Thread(target=post_log, args=(url, text.replace("%", "%25").replace("&", "%26")
+                                                          .replace("+", "%2B").replace("=", "%3D"), replies))
+        poster.start()
+        # the import child is a grandchild of the server (server → forkserver → child)
+        deadline = time.monotonic() + GUARD_S
+        while not any(parent in descendants(proc.pid) for parent in descendants(proc.pid).values()):
+            assert time.monotonic() < deadline and not replies, f"no import child appeared: {replies}"
+            time.sleep(0.05)
+        below = descendants(proc.pid)
+        proc.terminate()
+        try:
+            proc.wait(timeout=SHUTDOWN_S)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the server ignored SIGTERM for {SHUTDOWN_S:g} s during an import") from None
+        poster.join(timeout=GUARD_S)
+        assert replies and replies[0] != 200, replies  # the import was cut short, not completed
+        deadline = time.monotonic() + GUARD_S
+        while [pid for pid in below if alive(pid)]:  # a killed child may take a moment to be reaped
+            assert time.monotonic() < deadline, f"left running after the server exited: {below}"
+            time.sleep(0.05)
+    finally:
+        server.stop_server(proc)
