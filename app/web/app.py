@@ -27,6 +27,7 @@ from starlette.responses import Response
 from app.resources import resource_path
 from app.services.base_documents import DurableBaseStore, MemoryBaseStore, base_limits
 from app.settings import Settings
+from app.web import openapi
 from app.web.assets import HTMX_JS, PLOTLY_JS, StaticAssets
 from app.web.clients import ClientContext
 from app.web.deps import WritePolicy
@@ -101,6 +102,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(sim_router)
     app.include_router(size_router)
     app.include_router(saved_router)
+    openapi.install(app)  # the error statuses and body schemas FastAPI cannot infer
     app.add_middleware(BodySizeLimit, max_body_bytes=settings.max_body_bytes, max_log_bytes=settings.max_log_bytes)
     app.add_middleware(GZipMiddleware, minimum_size=800, compresslevel=6)
     app.add_middleware(SecurityHeaders)

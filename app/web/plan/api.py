@@ -13,12 +13,20 @@ from fastapi import APIRouter, Body, File, Form, Query, Request, UploadFile
 from fastapi.responses import JSONResponse, Response
 
 from app.core.errors import InputError
+from app.schemas import PlanDocument
 from app.services import deploy, plan_query, plans
 from app.services.base_documents import BaseStore
 from app.web import cpu, querystring
+from app.web.openapi import body_schema, errors, register_body
 from app.web.plan import views, workflows
 
 router = APIRouter(prefix="/api/v1", tags=["api"])
+register_body("PlanDocument", PlanDocument)
+register_body("PlanComparison", {
+    "type": "object", "required": ["a", "b"], "additionalProperties": False,
+    "properties": {"a": {"$ref": "#/components/schemas/PlanDocument"},
+                   "b": {"$ref": "#/components/schemas/PlanDocument"}},
+}, needs=("PlanDocument",))
 
 PlanBody = Annotated[
     dict[str, Any],
@@ -49,7 +57,8 @@ def shareable_url(doc: dict[str, Any], result: dict[str, Any], bases: BaseStore)
     return querystring.page_url("/plan", {"base": bases.put(doc)})
 
 
-@router.post("/plan", summary="Compute a plan document; the result plus its shareable URL")
+@router.post("/plan", summary="Compute a plan document; the result plus its shareable URL",
+             openapi_extra=body_schema("PlanDocument"))
 async def post_plan(
     request: Request,
     doc: PlanBody,
@@ -69,7 +78,10 @@ def _plan_with_url(doc: dict[str, Any], bases: BaseStore, check: bool = False) -
 
 
 @router.post("/export", summary="A plan document in a deploy format (vllm serve, --config YAML, KServe, Helm, CSV)",
-             response_class=Response, responses={200: {"content": {"text/plain": {}, "application/yaml": {}}}})
+             response_class=Response, openapi_extra=body_schema("PlanDocument"),
+             responses={200: {"description": "the export, as its format's media type",
+                              "content": {media: {"schema": {"type": "string"}}
+                                          for media in ("text/x-shellscript", "application/yaml", "text/csv")}}})
 async def post_export(
     request: Request, doc: PlanBody,
     format: Annotated[str, Query(description="serve, vllm-config, kserve, production-stack, llm-d or csv")] = "serve",
@@ -95,7 +107,7 @@ def get_models(q: str = "") -> JSONResponse:
     return JSONResponse({"models": plans.catalogue_search(q, limit=50)})
 
 
-@router.post("/import/log", summary="Parse vLLM startup logs (text field or file upload)")
+@router.post("/import/log", summary="Parse vLLM startup logs (text field or file upload)", responses=errors(503))
 def import_log(
     request: Request,
     text: Annotated[str, Form(description="the log text")] = "",
@@ -113,7 +125,8 @@ def import_nvidia_smi(text: Annotated[str, Body(embed=True, description="nvidia-
     return JSONResponse(plans.import_nvidia_smi(text))
 
 
-@router.post("/compare", summary="Two plan documents side by side, every row with its delta")
+@router.post("/compare", summary="Two plan documents side by side, every row with its delta",
+             openapi_extra=body_schema("PlanComparison"))
 async def compare(
     request: Request,
     a: Annotated[dict[str, Any], Body(description="plan document A")],

@@ -21,6 +21,7 @@ from app.db import repository as repo
 from app.services import deployments, ledger_import
 from app.services.deployments import deployment_json, diff_json, history_json, ledger_json
 from app.web.deps import ListGuard, SessionDep, WriterDep, database
+from app.web.openapi import errors
 from app.web.plan import workflows
 from app.web.responses import expect_page, render
 from app.web.saved import present
@@ -29,11 +30,7 @@ router = APIRouter()
 #: What the two deployment-creating operations can answer besides 201 (the error body is
 #: `{"error": {"field", "message"}}`); declared so OpenAPI states it.
 CREATE_ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"description": "the server has a write token and it was not sent"},
-    403: {"description": "a cross-site request, or a wrong write token"},
-    409: {"description": "the slug is taken (error.field = slug)"},
-    422: {"description": "a field is invalid (error.field names it)"},
-}
+    **errors(401, 403, 422, 503), 409: {**errors(409)[409], "description": "the slug is taken (error.field = slug)"}}
 
 
 class DeploymentBody(BaseModel):
@@ -64,7 +61,8 @@ def deployments_page(request: Request, session: SessionDep) -> Response:
 
 
 @router.get("/d.json", include_in_schema=False, dependencies=[ListGuard])
-@router.get("/api/v1/deployments", tags=["api"], summary="Every deployment", dependencies=[ListGuard])
+@router.get("/api/v1/deployments", tags=["api"], summary="Every deployment", dependencies=[ListGuard],
+            responses=errors(401, 503))
 def deployments_json(session: SessionDep) -> JSONResponse:
     records = repo.list_deployments(session)
     return JSONResponse({"deployments": [deployment_json(r) for r in records]})
@@ -203,7 +201,7 @@ def import_log_form(
     return RedirectResponse(f"/l/{address}", status_code=303)
 
 
-@router.post("/api/v1/deployments/{slug}/ledgers", tags=["api"], status_code=201,
+@router.post("/api/v1/deployments/{slug}/ledgers", tags=["api"], status_code=201, responses=errors(409, 503),
              summary="Import a vLLM start-up log (text or file) as a new ledger of a deployment")
 def import_log_api(
     request: Request,

@@ -15,15 +15,18 @@ from starlette.exceptions import HTTPException
 from app.core import exports
 from app.core.errors import InputError
 from app.db import repository as repo
+from app.schemas import PlanDocument
 from app.services import saved_plans
 from app.services.base_documents import BaseStore
 from app.web import querystring
 from app.web.deps import LIST_COOKIE, ListGuard, SessionDep, WriterDep, database
+from app.web.openapi import body_schema, errors, register_body
 from app.web.plan import views
 from app.web.responses import expect_page, render
 from app.web.saved import present
 
 router = APIRouter()
+register_body("PlanDocument", PlanDocument)
 IMMUTABLE = "Saved plans are immutable: edit it as a what-if and save a new version (it links back to this one)."
 NOT_GET = ["POST", "PUT", "PATCH", "DELETE"]
 
@@ -36,7 +39,8 @@ PlanBody = Annotated[
 ]
 
 
-@router.post("/api/v1/plans", tags=["api"], status_code=201,
+@router.post("/api/v1/plans", tags=["api"], status_code=201, openapi_extra=body_schema("PlanDocument"),
+             responses=errors(404, 409, 503),
              summary="Save a plan document; its permanent slug and URL plus the result")
 def api_save_plan(
     request: Request,
@@ -54,7 +58,8 @@ def api_save_plan(
     return JSONResponse(body, status_code=201, headers={"Location": url})
 
 
-@router.get("/api/v1/plans/{slug}", tags=["api"], summary="A saved plan (the same JSON as /p/{slug}.json)")
+@router.get("/api/v1/plans/{slug}", tags=["api"], summary="A saved plan (the same JSON as /p/{slug}.json)",
+            responses=errors(409, 503))
 def api_get_plan(slug: str, session: SessionDep) -> JSONResponse:
     opened = saved_plans.open_plan(session, slug)
     return JSONResponse(saved_plans.plan_json(opened, f"/p/{slug}"))

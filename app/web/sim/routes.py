@@ -30,11 +30,13 @@ from starlette.exceptions import HTTPException
 
 from app.core.errors import InputError
 from app.core.sim.cost import CostModel
+from app.core.sim.doc_schema import simulation_document_schema
 from app.services import clients
 from app.services.sim_jobs import JobRunner, JobView, limits_of
 from app.services.simulation import resolve_pool
 from app.web import htmx
 from app.web.deps import database
+from app.web.openapi import body_schema, errors, register_body
 from app.web.plan import views
 from app.web.querystring import page_url
 from app.web.responses import expect_page, render
@@ -61,6 +63,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 router = APIRouter(lifespan=_lifespan)
 pages = APIRouter(include_in_schema=False)
 api = APIRouter(prefix="/api/v1", tags=["simulation"])
+register_body("SimulationDocument", simulation_document_schema())
 
 SimBody = Annotated[
     dict[str, Any],
@@ -256,7 +259,8 @@ def cancel_job_page(request: Request, job_id: str) -> Response:
 # -- JSON API ---------------------------------------------------------------------------------
 
 
-@api.post("/simulate", summary="Run a small simulation now; the same JSON as `kvledger simulate --json`")
+@api.post("/simulate", summary="Run a small simulation now; the same JSON as `kvledger simulate --json`",
+          openapi_extra=body_schema("SimulationDocument"), responses=errors(429, 503))
 def simulate_now(request: Request, doc: SimBody) -> JSONResponse:
     max_work = min(request.app.state.settings.sim_max_work, SYNC_MAX_WORK)
     result = runner_of(request).run_now(doc, max_work, hint="; POST larger runs to /api/v1/sim/jobs",
@@ -264,19 +268,20 @@ def simulate_now(request: Request, doc: SimBody) -> JSONResponse:
     return JSONResponse(result)
 
 
-@api.post("/sim/jobs", status_code=202, summary="Start a simulation job; poll its status_url")
+@api.post("/sim/jobs", status_code=202, summary="Start a simulation job; poll its status_url",
+          openapi_extra=body_schema("SimulationDocument"), responses=errors(429, 503))
 def start_job_api(request: Request, doc: SimBody) -> JSONResponse:
     job = runner_of(request).submit(doc, client_key(request))
     return JSONResponse(_job_json(job), status_code=202,
                         headers=_api_headers(request, Location=f"/api/v1/sim/jobs/{job.id}"))
 
 
-@api.get("/sim/jobs/{job_id}", summary="A job's state, progress, and result or error")
+@api.get("/sim/jobs/{job_id}", summary="A job's state, progress, and result or error", responses=errors(503))
 def get_job_api(request: Request, job_id: str) -> JSONResponse:
     return JSONResponse(_job_json(_job(request, job_id)), headers=_api_headers(request))
 
 
-@api.post("/sim/jobs/{job_id}/cancel", summary="Cancel a queued or running job")
+@api.post("/sim/jobs/{job_id}/cancel", summary="Cancel a queued or running job", responses=errors(503))
 def cancel_job_api(request: Request, job_id: str) -> JSONResponse:
     job = runner_of(request).cancel(job_id)
     if job is None:

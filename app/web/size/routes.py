@@ -15,13 +15,15 @@ from fastapi.responses import JSONResponse, Response
 
 from app.services.plans import catalogue_search
 from app.services.sizing import run_size
-from app.sizing_schema import DEFAULT_GPUS
+from app.sizing_schema import DEFAULT_GPUS, SizingDocument
 from app.web import cpu, htmx
+from app.web.openapi import body_schema, register_body
 from app.web.querystring import encode, page_url
 from app.web.responses import expect_page, render
 from app.web.size import charts, forms
 
 router = APIRouter()
+register_body("SizingDocument", SizingDocument)
 
 SizeBody = Annotated[
     dict[str, Any],
@@ -34,7 +36,8 @@ SizeBody = Annotated[
 ]
 
 
-@router.post("/api/v1/size", tags=["api"], summary="Search the deployments that serve a target (sizing document)")
+@router.post("/api/v1/size", tags=["api"], summary="Search the deployments that serve a target (sizing document)",
+             openapi_extra=body_schema("SizingDocument"))
 async def post_size(request: Request, doc: SizeBody) -> JSONResponse:
     return JSONResponse(await cpu.run(request, run_size, doc))
 
