@@ -72,6 +72,16 @@ _TABLE_BYTES = (
 )
 
 
+def _groups_line(result: dict[str, Any], shown: int) -> str:
+    """What the grouped form's rows stand for (each row is the first rank of a group)."""
+    groups, omitted = result.get("rank_groups") or [], result.get("rank_groups_omitted") or 0
+    pairs = zip(result["ranks"][:8], groups[:8], strict=True)
+    spans = "; ".join(f"{r['rank']}: {g['count']:,} ({g['ranks']})" for r, g in pairs)
+    more = f", {omitted:,} more left out" if omitted else ""
+    return (f"{result['layout']['ranks']:,} ranks in {len(groups) + omitted:,} groups of identical ranks, one row "
+            f"each ({shown} of {len(groups)} shown{more}): {spans}{' …' if len(groups) > 8 else ''}")
+
+
 def _plan_table(result: dict[str, Any]) -> str:
     lines = [
         f"model {result['model']['name'] or '?'}  vLLM {result['vllm_version']}  "
@@ -93,7 +103,9 @@ def _plan_table(result: dict[str, Any]) -> str:
             + f" {r['blocks']:>9,} {r['tokens']:>11,} {fmt_bytes(r['stranded_bytes']):>10}  "
             + ("yes" if r["will_start"] else "NO")
         )
-    if len(result["ranks"]) > len(shown):
+    if result.get("ranks_form") == "grouped":
+        lines.append(_groups_line(result, len(shown)))
+    elif len(result["ranks"]) > len(shown):
         lines.append(f"… {len(result['ranks']) - len(shown)} more ranks (use --json for all)")
     ub = result["uniform_budget"]
     lines += [

@@ -13,11 +13,13 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from app.core.errors import InputError
 from app.core.gpus import resolve_gpu
-from app.core.units import parse_bytes
+from app.core.units import MAX_BYTES, parse_bytes
 from app.ingest.vllm_serve import fill_from_serve
 
 
 def _size(value: object) -> int:
+    if type(value) is int and 0 <= value <= MAX_BYTES:  # the common case, checked as parse_bytes would
+        return value
     try:
         return parse_bytes(value, "")
     except InputError as exc:
@@ -30,6 +32,9 @@ Size = Annotated[int, BeforeValidator(_size)]
 #: Stated ranges (README "Reliability"): sizes 0 … 4 PiB (`units.MAX_BYTES`), token counts ≤ 10⁹,
 #: KV bytes per token ≤ 1 GiB; the other counts carry their own bounds below.
 MAX_TOKENS = 10**9
+#: Ranks a plan may have (a `ranks` list or `gpu.count`); past `rank_groups.FULL_RANKS_MAX` the
+#: result summarises them (groups of identical ranks, distributions).
+MAX_RANKS = 131_072
 MAX_BYTES_PER_TOKEN = 1024**3
 
 
@@ -134,7 +139,7 @@ class GpuDoc(_Strict):
     total: Size
     free_at_start: Size | None = None
     name: str | None = Field(default=None, max_length=120)
-    count: int | None = Field(default=None, ge=1, le=65536)
+    count: int | None = Field(default=None, ge=1, le=MAX_RANKS)
     interconnect: Literal["nvlink", "pcie"] | None = None  # None: the preset's usual one, else unknown
 
     @model_validator(mode="before")
@@ -160,7 +165,7 @@ class PlanDocument(_Strict):
     layout: LayoutDoc = Field(default_factory=LayoutDoc)
     engine: EngineDoc = Field(default_factory=EngineDoc)
     policy: PolicyDoc = Field(default_factory=PolicyDoc)
-    ranks: list[RankDoc] | None = Field(default=None, max_length=65536)
+    ranks: list[RankDoc] | None = Field(default=None, max_length=MAX_RANKS)
     gpu: GpuDoc | None = None
     vllm_version: str | None = Field(default=None, max_length=64)
     from_log: str | dict[str, Any] | None = None

@@ -253,25 +253,23 @@ def _manual_fit(inp: RankInput, rules: LedgerRules) -> list[tuple[str, str]]:
 
 
 def work_out(ranks: tuple[RankInput, ...], rules: LedgerRules) -> tuple[RankLedger, ...]:
-    """Every rank's ledger. A rank built from the same cell objects as the rank before it (the
-    TP ranks of an estimated stage, the engines of a large DP plan) shares that computation,
-    unless it found a problem, whose message names the rank."""
+    """Every rank's ledger. A rank built from the same cell objects as a rank before it (the TP
+    ranks of an estimated stage, the engines of a large DP plan, measured ranks with equal values)
+    shares that computation, unless it found a problem, whose message names the rank."""
     ratio = rules.utilization_ratio
     out: list[RankLedger] = []
-    prev: RankLedger | None = None
+    seen: dict[tuple[int, ...], RankLedger] = {}
     for r in ranks:
-        if prev is not None and _same_cells(r, prev.inp):
+        key = (
+            id(r.total), id(r.free_at_start), id(r.weights), id(r.non_torch), id(r.cuda_graphs),
+            id(r.activation), id(r.kv_room),
+        )  # fmt: skip  (the cells are alive in `ranks` for the whole loop, so their ids are stable)
+        prev = seen.get(key)
+        if prev is not None:
             out.append(RankLedger(r, prev.requested_bytes, prev.kv, prev.will_start))
             continue
         ledger = work_out_rank(r, rules, ratio)
-        prev = None if ledger.problems else ledger
+        if not ledger.problems:
+            seen[key] = ledger
         out.append(ledger)
     return tuple(out)
-
-
-def _same_cells(a: RankInput, b: RankInput) -> bool:
-    return (
-        a.total is b.total and a.weights is b.weights and a.activation is b.activation
-        and a.non_torch is b.non_torch and a.cuda_graphs is b.cuda_graphs
-        and a.free_at_start is b.free_at_start and a.kv_room is b.kv_room
-    )

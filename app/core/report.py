@@ -11,6 +11,7 @@ from app.core.budget import UniformBudget
 from app.core.explain import explain
 from app.core.ledger import Cell, RankLedger
 from app.core.plan import PlanResult
+from app.core.rank_groups import FULL_RANKS_MAX, group_indexes, group_json, histogram, shown_groups, spread
 from app.core.vllm_flags import flag_strings, plan_flags
 from app.core.warning_groups import group_warnings
 
@@ -66,7 +67,8 @@ def rank_json(
     return out
 
 
-def budget_json(budget: UniformBudget | None, result: PlanResult) -> JSON | None:
+def budget_json(budget: UniformBudget | None, result: PlanResult, labels: set[str] | None = None) -> JSON | None:
+    """The uniform budget; `labels`: list only these ranks (the grouped form's representatives)."""
     if budget is None:
         return None
     engine = result.plan.engine
@@ -91,8 +93,50 @@ def budget_json(budget: UniformBudget | None, result: PlanResult) -> JSON | None
                 "stranded_bytes": r.stranded_bytes,
             }
             for r in budget.ranks
+            if labels is None or r.label in labels
         ],
     }
+
+
+def ranks_json(result: PlanResult) -> JSON:
+    """`ranks` in full (up to FULL_RANKS_MAX ranks) or grouped (`app.core.rank_groups`), with
+    `ranks_form`, `rank_groups`, `rank_groups_omitted`, `rank_distribution` and `binding_index`."""
+    ledgers, adm = result.ledgers, result.admission
+    ras = adm.ranks  # admit() keeps the ledgers' order
+    binding = next((i for i, lg in enumerate(ledgers) if lg.label == adm.binding_rank), None)
+    kvs = [lg.kv.bytes for lg in ledgers]
+    out: JSON = {
+        "rank_distribution": {
+            "ranks": len(ledgers),
+            "kv_bytes": spread(kvs),
+            "kv_bytes_histogram": histogram(kvs),
+            "free_at_start_bytes": spread([_val(lg.inp.free_at_start) for lg in ledgers]),
+            "total_bytes": spread([_val(lg.inp.total) for lg in ledgers]),
+            "binding_rank": adm.binding_rank,
+            "binding_index": binding,
+        },
+        "binding_index": binding,
+    }
+    if len(ledgers) <= FULL_RANKS_MAX:
+        out["ranks"] = [
+            rank_json(lg, ra.blocks, ra.tokens, ra.raw_tokens, ra.stranded_bytes, ra.binding, i)
+            for i, (lg, ra) in enumerate(zip(ledgers, ras, strict=True))
+        ]
+        return {**out, "ranks_form": "full", "rank_groups": None, "rank_groups_omitted": 0}
+    keys = [
+        (lg.inp.total, lg.inp.free_at_start, lg.inp.weights, lg.inp.non_torch, lg.inp.cuda_graphs,
+         lg.inp.activation, lg.inp.kv_room, lg.kv, lg.requested_bytes, lg.will_start, ra.blocks, ra.raw_tokens)
+        for lg, ra in zip(ledgers, ras, strict=True)
+    ]  # fmt: skip  (tokens and stranded bytes follow from blocks and KV)
+    groups = group_indexes(keys, binding)
+    shown = shown_groups(groups, lambda i: ledgers[i].kv.bytes)
+    out["ranks"] = [
+        rank_json(ledgers[i], ras[i].blocks, ras[i].tokens, ras[i].raw_tokens, ras[i].stranded_bytes, ras[i].binding, i)
+        for i, _ in shown
+    ]
+    out["rank_groups"] = [group_json(members, j) for j, (_, members) in enumerate(shown)]
+    out["rank_groups_omitted"] = len(groups) - len(shown)
+    return {**out, "ranks_form": "grouped"}
 
 
 def flags(result: PlanResult) -> list[str]:
@@ -103,12 +147,8 @@ def flags(result: PlanResult) -> list[str]:
 def result_to_dict(result: PlanResult, levers: list[JSON] | None = None) -> JSON:
     """The JSON result; keys are a contract other tools read."""
     adm, rkv, plan = result.admission, result.rkv, result.plan
-    by_label = {r.label: r for r in adm.ranks}
-    ranks = []
-    for index, lg in enumerate(result.ledgers):
-        ra = by_label[lg.label]
-        ranks.append(rank_json(lg, ra.blocks, ra.tokens, ra.raw_tokens, ra.stranded_bytes, ra.binding, index))
-    binding_index = next((r["index"] for r in ranks if r["rank"] == adm.binding_rank), None)
+    ranks = ranks_json(result)
+    grouped = ranks["ranks_form"] == "grouped"
     shape = plan.model.shape
     return {
         "core_version": __version__,
@@ -160,9 +200,8 @@ def result_to_dict(result: PlanResult, levers: list[JSON] | None = None) -> JSON
         "block_size": rkv.block_size,
         "per_request_bytes": adm.per_request_bytes,
         "per_request_blocks": adm.per_request_blocks,
-        "ranks": ranks,
+        **ranks,
         "binding_rank": adm.binding_rank,
-        "binding_index": binding_index,
         "binding_reason": adm.binding_reason,
         "blocks": adm.blocks,
         "tokens": adm.tokens,
@@ -178,14 +217,23 @@ def result_to_dict(result: PlanResult, levers: list[JSON] | None = None) -> JSON
         "largest_max_model_len": adm.largest_max_model_len,
         "stranded_bytes": adm.stranded_bytes,
         "will_start": all(lg.will_start for lg in result.ledgers) and adm.fits_max_model_len,
-        "uniform_budget": budget_json(result.budget, result),
+        "uniform_budget": budget_json(result.budget, result, {r["rank"] for r in ranks["ranks"]} if grouped else None),
         "flags": flags(result),
         "vllm_args": [{"flag": flag, "value": value} for flag, value in plan_flags(result)],
-        "warnings": [{"code": w.code, "message": w.message, "rank": w.rank} for w in result.warnings],
-        # The same warnings, one entry per message repeated across ranks ("ranks TP0–TP7: …").
-        "warning_groups": group_warnings({"code": w.code, "message": w.message, "rank": w.rank}
-                                         for w in result.warnings),
+        **warnings_json(result, MAX_WARNINGS if grouped else None),
         "explain": explain(result),
         "levers": levers if levers is not None else [],
         "notes": [*plan.notes, *rkv.notes],
     }
+
+
+#: Warnings listed one by one in the grouped form (their groups always cover every rank).
+MAX_WARNINGS = 256
+
+
+def warnings_json(result: PlanResult, limit: int | None = None) -> JSON:
+    """`warnings` (one per rank and finding; the first `limit` of them, `warnings_omitted` counts
+    the rest) and `warning_groups`, one entry per message repeated across ranks ("ranks TP0–TP7: …")."""
+    every = [{"code": w.code, "message": w.message, "rank": w.rank} for w in result.warnings]
+    shown = every if limit is None else every[:limit]
+    return {"warnings": shown, "warnings_omitted": len(every) - len(shown), "warning_groups": group_warnings(every)}

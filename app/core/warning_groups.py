@@ -15,12 +15,23 @@ from typing import Any
 JSON = dict[str, Any]
 _NUMBERED = re.compile(r"^(.*?)(\d+)$")
 _SHOWN = 4
+#: Rank labels a group lists (`count` covers every rank; `ranks_omitted` the labels left out).
+MAX_LABELS = 1024
 
 
 def _template(message: str, rank: str | None) -> str:
+    """The message with "rank <label>" (a word, followed by a space, ':', ',', ';', ')' or the end)
+    as "rank {}". A plain scan, not a regex per label: a 100,000-rank plan has as many labels."""
     if not rank:
         return message
-    return re.sub(rf"\brank {re.escape(rank)}(?=[\s:,;)]|$)", "rank {}", message)
+    needle, out, start = f"rank {rank}", [], 0
+    while (i := message.find(needle, start)) != -1:
+        end = i + len(needle)
+        before_ok = i == 0 or not (message[i - 1].isalnum() or message[i - 1] == "_")
+        after_ok = end == len(message) or message[end].isspace() or message[end] in ":,;)"
+        out.append(message[start:i] + ("rank {}" if before_ok and after_ok else needle))
+        start = end
+    return "".join(out) + message[start:]
 
 
 def rank_span(labels: Sequence[str]) -> str:
@@ -53,11 +64,13 @@ def group_warnings(warnings: Iterable[Mapping[str, Any]]) -> list[JSON]:
         rank = w.get("rank")
         label = str(rank) if rank is not None else None
         key = (str(w.get("code")), _template(str(w.get("message")), label))
-        group = groups.setdefault(key, {"code": key[0], "template": key[1], "ranks": []})
-        if label is not None and label not in group["ranks"]:
-            group["ranks"].append(label)
-    return [
-        {"code": g["code"], "message": _grouped_message(g["template"], g["ranks"]), "ranks": g["ranks"],
-         "count": max(1, len(g["ranks"]))}
-        for g in groups.values()
-    ]
+        group = groups.setdefault(key, {"code": key[0], "template": key[1], "ranks": {}})
+        if label is not None:
+            group["ranks"][label] = None  # a dict keeps the order and checks membership at once
+    out = []
+    for g in groups.values():
+        labels = list(g["ranks"])
+        out.append({"code": g["code"], "message": _grouped_message(g["template"], labels),
+                    "ranks": labels[:MAX_LABELS], "ranks_omitted": max(0, len(labels) - MAX_LABELS),
+                    "count": max(1, len(labels))})  # fmt: skip
+    return out

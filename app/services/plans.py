@@ -118,17 +118,29 @@ def _measured(value: int | None, note: str = "") -> Cell | None:
     return None if value is None else Cell(value, "measured", note)
 
 
-def _rank_from_doc(i: int, rank: RankDoc) -> RankInput:
-    return RankInput(
-        label=rank.label or str(i),
-        total=_measured(rank.total),
-        free_at_start=_measured(rank.free_at_start),
-        weights=_measured(rank.weights),
-        non_torch=_measured(rank.non_torch),
-        cuda_graphs=_measured(rank.cuda_graphs),
-        activation=_measured(rank.activation),
-        kv_room=_measured(rank.kv_room, "measured KV room"),
-    )
+def _ranks_from_doc(ranks: list[RankDoc]) -> tuple[RankInput, ...]:
+    """The measured ranks; equal values share one Cell object, so identical ranks are built from
+    the same cells and the ledger works each distinct rank out once (`ledger.work_out`)."""
+    cells: dict[int | None, Cell | None] = {None: None}
+    rooms: dict[int | None, Cell | None] = {None: None}
+
+    def cell(value: int | None) -> Cell | None:
+        found = cells.get(value)
+        if found is None and value is not None:
+            found = cells[value] = Cell(value, "measured")
+        return found
+
+    out = []
+    for i, rank in enumerate(ranks):
+        room = rooms.get(rank.kv_room)
+        if room is None and rank.kv_room is not None:
+            room = rooms[rank.kv_room] = Cell(rank.kv_room, "measured", "measured KV room")
+        out.append(RankInput(
+            label=rank.label or str(i), total=cell(rank.total), free_at_start=cell(rank.free_at_start),
+            weights=cell(rank.weights), non_torch=cell(rank.non_torch), cuda_graphs=cell(rank.cuda_graphs),
+            activation=cell(rank.activation), kv_room=room,
+        ))  # fmt: skip
+    return tuple(out)
 
 
 def build_plan(doc: PlanDocument, read_log: LogReader | None = None) -> PlanInput:
@@ -194,7 +206,7 @@ def _base_plan(doc: PlanDocument) -> PlanInput:
         activation_points=tuple((int(x), int(y)) for x, y in doc.policy.activation_points),
     )
     if doc.ranks:
-        ranks = tuple(_rank_from_doc(i, r) for i, r in enumerate(doc.ranks))
+        ranks = _ranks_from_doc(doc.ranks)
         ranks, estimated = _fill_missing_rows(ranks, model, layout, engine, version)
     else:
         ranks = _estimated_ranks(doc, model, layout, engine, version)

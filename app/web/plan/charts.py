@@ -188,13 +188,31 @@ def kv_histogram(ranks: Sequence[Mapping[str, Any]], binding_rank: object, max_b
     kv_gib = [_num(r.get("kv_bytes")) / GIB for r in ranks]
     low, high = min(kv_gib), max(kv_gib)
     bins = max(1, min(max_bins, math.ceil(math.sqrt(len(kv_gib))))) if high > low else 1
-    width = (high - low) / bins if high > low else max(0.25, high * 0.01)
     counts = [0] * bins
     for value in kv_gib:
-        counts[min(int((value - low) / width), bins - 1) if high > low else 0] += 1
+        counts[min(int((value - low) / (high - low) * bins), bins - 1) if high > low else 0] += 1
     binding_kv = next(
         (_num(r.get("kv_bytes")) / GIB for r in ranks if r.get("rank") == binding_rank), low
     )
+    return _histogram_figure(low, high, counts, binding_kv, binding_rank)
+
+
+def kv_histogram_of(result: Mapping[str, Any]) -> Figure | None:
+    """The histogram the result carries over every rank (`rank_distribution.kv_bytes_histogram`,
+    the grouped form's only complete view), or None for a result without one."""
+    dist = result.get("rank_distribution")
+    hist = dist.get("kv_bytes_histogram") if isinstance(dist, Mapping) else None
+    if not isinstance(hist, Mapping) or not hist.get("counts"):
+        return None
+    binding = next((r for r in result.get("ranks") or [] if r.get("binding")), None)
+    low, high = _num(hist.get("low_bytes")) / GIB, _num(hist.get("high_bytes")) / GIB
+    binding_kv = _num(binding.get("kv_bytes")) / GIB if binding else low
+    return _histogram_figure(low, high, [int(c) for c in hist["counts"]], binding_kv, result.get("binding_rank"))
+
+
+def _histogram_figure(low: float, high: float, counts: list[int], binding_kv: float, binding_rank: object) -> Figure:
+    bins = len(counts)
+    width = (high - low) / bins if high > low else max(0.25, high * 0.01)
     binding_bin = min(int((binding_kv - low) / width), bins - 1) if high > low else 0
     centres = [low + width * (i + 0.5) for i in range(bins)] if high > low else [low]
     colours = [BINDING_COLOUR if i == binding_bin else KV_COLOUR for i in range(bins)]
@@ -287,7 +305,7 @@ def plan_charts(result: Mapping[str, Any]) -> dict[str, Figure]:
         else:
             title = "Binding, median and largest-KV ranks"
             charts["pool"] = pool_figure(representative_ranks(ranks, binding), binding, title, inside)
-            charts["dist"] = kv_histogram(ranks, binding)
+            charts["dist"] = kv_histogram_of(result) or kv_histogram(ranks, binding)
     levers = list(result.get("levers") or [])
     if levers:
         charts["levers"] = levers_figure(levers, result.get("will_start") is not False)

@@ -24,6 +24,7 @@ from app.services import plan_query, plans
 from app.web import querystring
 from app.web.formatting import gib, intcomma, ratio
 from app.web.plan import charts, views
+from app.web.plan.rank_table import RANK_LABELS, rank_count, rank_table
 from app.web.plan.views import PlanView
 from app.web.size.links import size_link
 
@@ -33,13 +34,6 @@ BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 ERROR_CODES = frozenset(
     {"free_below_requested", "no_kv_memory", "no_memory", "manual_does_not_fit", "max_model_len_does_not_fit"}
 )
-RANK_COLUMNS = (
-    ("total_bytes", "total"), ("free_at_start_bytes", "free at start"), ("requested_bytes", "requested"),
-    ("headroom_bytes", "headroom"), ("weights_bytes", "weights"), ("non_torch_bytes", "non-torch"),
-    ("cuda_graph_bytes", "CUDA graphs"), ("activation_bytes", "activation"), ("kv_bytes", "KV"),
-    ("stranded_bytes", "stranded"),
-)
-RANK_LABELS = tuple(label for _, label in RANK_COLUMNS)
 LIMIT_WORDS = {
     "kv_blocks": "KV blocks (memory)",
     "max_num_seqs": "max_num_seqs",
@@ -200,7 +194,7 @@ def kpis(result: Mapping[str, Any]) -> list[dict[str, Any]]:
         {"key": "kv", "label": "KV on the binding rank", "value": gib(binding.get("kv_bytes")),
          "sub": f"{intcomma(result['kv_bytes_per_token'])} B per token per rank"},
         {"key": "binding", "label": "Binding rank", "value": str(result.get("binding_rank")),
-         "sub": f"of {intcomma(len(result['ranks']))} · stranded {gib(result.get('stranded_bytes'))}"},
+         "sub": f"of {intcomma(rank_count(result))} · stranded {gib(result.get('stranded_bytes'))}"},
         {"key": "concurrency", "label": "Concurrent requests",
          "value": intcomma(result.get("concurrency")) if ceiling is not None else "—",
          "sub": concurrency_sub if ceiling is not None else "set avg live tokens per request"},
@@ -239,18 +233,6 @@ class AdmissionRow:
     badge: str | None = None
     note: str | None = None
     explain: Mapping[str, Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RankRow:
-    """One row of the rank table, as display text: (text, source) per ledger column."""
-
-    rank: str
-    binding: bool
-    cells: list[tuple[str, str]]
-    blocks: str
-    tokens: str
-    starts: str
 
 
 def admission(result: Mapping[str, Any]) -> list[AdmissionRow]:
@@ -313,31 +295,6 @@ COMPUTED_BY: dict[str, Callable[..., object]] = {
     "fits_max_model_len": core_admission.admit,
     "stranded_bytes": core_admission.admit,
 }
-
-
-def rank_table(result: Mapping[str, Any]) -> tuple[list[RankRow], str]:
-    """Display rows of the rank table (cells as text + source) and a note.
-
-    Every rank up to MAX_BARS, else the notable ones: binding, median, largest-KV, not starting.
-    """
-    ranks: list[Mapping[str, Any]] = list(result["ranks"])
-    note = ""
-    if len(ranks) > charts.MAX_BARS:
-        notable = charts.representative_ranks(ranks, result.get("binding_rank"))
-        notable += [r for r in ranks if not r.get("will_start") and all(r is not n for n in notable)][:20]
-        note = (f"{len(notable)} of {len(ranks):,} ranks shown: the binding, median and largest-KV ranks and any "
-                "that will not start. The JSON twin lists every rank.")
-        ranks = notable
-    rows = []
-    for r in ranks:
-        sources = r.get("sources") or {}
-        rows.append(RankRow(
-            rank=str(r.get("rank")), binding=bool(r.get("binding")),
-            cells=[(gib(r.get(key)), sources.get(key, "")) for key, _ in RANK_COLUMNS],
-            blocks=intcomma(r.get("blocks")), tokens=intcomma(r.get("tokens")),
-            starts="yes" if r.get("will_start") else "NO",
-        ))
-    return rows, note
 
 
 def levers_flagged(levers: Sequence[Mapping[str, Any]], base_starts: bool = True) -> bool:

@@ -1,0 +1,97 @@
+"""The plan page's rank table: every rank up to MAX_BARS; past that the notable ranks; in the
+grouped form (`app.core.rank_groups`) one row per group of identical ranks."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from app.web.formatting import gib, intcomma
+from app.web.plan import charts
+
+RANK_COLUMNS = (
+    ("total_bytes", "total"), ("free_at_start_bytes", "free at start"), ("requested_bytes", "requested"),
+    ("headroom_bytes", "headroom"), ("weights_bytes", "weights"), ("non_torch_bytes", "non-torch"),
+    ("cuda_graph_bytes", "CUDA graphs"), ("activation_bytes", "activation"), ("kv_bytes", "KV"),
+    ("stranded_bytes", "stranded"),
+)
+RANK_LABELS = tuple(label for _, label in RANK_COLUMNS)
+
+
+@dataclass(frozen=True, slots=True)
+class RankRow:
+    """One row of the rank table, as display text: (text, source) per ledger column."""
+
+    rank: str
+    binding: bool
+    cells: list[tuple[str, str]]
+    blocks: str
+    tokens: str
+    starts: str
+
+
+def rank_table(result: Mapping[str, Any]) -> tuple[list[RankRow], str]:
+    """Display rows of the rank table (cells as text + source) and a note.
+
+    Every rank up to MAX_BARS, else the notable ones: binding, median, largest-KV, not starting.
+    """
+    ranks: list[Mapping[str, Any]] = list(result["ranks"])
+    note = ""
+    if result.get("ranks_form") == "grouped":
+        return _group_rows(result), _group_note(result)
+    if len(ranks) > charts.MAX_BARS:
+        notable = charts.representative_ranks(ranks, result.get("binding_rank"))
+        notable += [r for r in ranks if not r.get("will_start") and all(r is not n for n in notable)][:20]
+        note = (f"{len(notable)} of {len(ranks):,} ranks shown: the binding, median and largest-KV ranks and any "
+                "that will not start. The JSON twin lists every rank.")
+        ranks = notable
+    rows = []
+    for r in ranks:
+        sources = r.get("sources") or {}
+        rows.append(RankRow(
+            rank=str(r.get("rank")), binding=bool(r.get("binding")),
+            cells=[(gib(r.get(key)), sources.get(key, "")) for key, _ in RANK_COLUMNS],
+            blocks=intcomma(r.get("blocks")), tokens=intcomma(r.get("tokens")),
+            starts="yes" if r.get("will_start") else "NO",
+        ))
+    return rows, note
+
+
+def rank_count(result: Mapping[str, Any]) -> int:
+    """Every rank of the plan (the grouped form lists one per group)."""
+    layout = result.get("layout")
+    count = layout.get("ranks") if isinstance(layout, Mapping) else None
+    return count if isinstance(count, int) else len(result.get("ranks") or [])
+
+
+def _group_rows(result: Mapping[str, Any]) -> list[RankRow]:
+    """One row per listed group of identical ranks (its representative's cells), the binding
+    group first, then up to MAX_BARS more by KV (smallest first: they bind under a change)."""
+    ranks, groups = result["ranks"], result.get("rank_groups") or []
+    order = sorted(range(len(ranks)), key=lambda i: (not ranks[i].get("binding"), ranks[i].get("kv_bytes") or 0))
+    rows = []
+    for i in order[: charts.MAX_BARS]:
+        r, group = ranks[i], groups[i] if i < len(groups) else {}
+        sources = r.get("sources") or {}
+        count = int(group.get("count") or 1)
+        rows.append(RankRow(
+            rank=f"{r.get('rank')} ({intcomma(count)} ranks: {group.get('ranks')})" if count > 1
+            else str(r.get("rank")),
+            binding=bool(r.get("binding")),
+            cells=[(gib(r.get(key)), sources.get(key, "")) for key, _ in RANK_COLUMNS],
+            blocks=intcomma(r.get("blocks")), tokens=intcomma(r.get("tokens")),
+            starts="yes" if r.get("will_start") else "NO",
+        ))  # fmt: skip
+    return rows
+
+
+def _group_note(result: Mapping[str, Any]) -> str:
+    groups = result.get("rank_groups") or []
+    shown = min(len(groups), charts.MAX_BARS)
+    omitted = int(result.get("rank_groups_omitted") or 0)
+    note = (f"{rank_count(result):,} ranks in {len(groups) + omitted:,} groups of identical ranks; {shown:,} groups "
+            "shown (the binding group, then the least KV first), each as its first rank with the positions it covers.")
+    if omitted:
+        note += f" {omitted:,} groups with more KV are left out of the JSON too; the histogram counts every rank."
+    return note
