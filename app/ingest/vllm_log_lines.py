@@ -185,10 +185,15 @@ def v0_profile(seg: str) -> list[Fact]:
 # The table a dev build of 2024-12 printed (`Memory profiling results:` then one field per line,
 # each line with its own prefix): the review variant of vLLM PR #10511 before it was merged as
 # the three-line block (551603fef). Seen in a real log of 2024-12-13 (tests/data/vllm-logs/public/01).
+# A second variant (vLLM PR #11120's branch, 2024-12-11, public/29) prints `target_allocation`
+# (total × utilization), `baseline_memory` (what the process held before the profile run: weights
+# and non-torch memory together, not split), `max_inference_spike` (the profile run's peak above
+# the baseline: the activation row) and `kv_cache_size` (= target − baseline − spike).
 _TABLE_ROW = re.compile(
     r"(?:^|\] |\) )(duration|total_gpu_memory|gpu_memory_utilization|the current vLLM instance can use|"
-    r"model weights take|non_torch_memory|PyTorch activation peak memory|available_kv_cache_memory)"
-    r"[ \t]{2,}" + N + r" ?(GiB|seconds)?[ \t]*$"
+    r"model weights take|non_torch_memory|PyTorch activation peak memory|available_kv_cache_memory|"
+    r"target_allocation|baseline_memory|max_inference_spike|kv_cache_size)"
+    r"[ \t]+" + N + r" ?(GiB|seconds)?[ \t]*$"
 )
 _TABLE_FIELDS = {
     "total_gpu_memory": "total_bytes",
@@ -197,7 +202,12 @@ _TABLE_FIELDS = {
     "non_torch_memory": "non_torch_bytes",
     "PyTorch activation peak memory": "activation_bytes",
     "available_kv_cache_memory": "kv_bytes",
+    "target_allocation": "requested_bytes",
+    "baseline_memory": "baseline_bytes",
+    "max_inference_spike": "activation_bytes",
+    "kv_cache_size": "kv_bytes",
 }
+_TABLE_KV = frozenset({"available_kv_cache_memory", "kv_cache_size"})
 TABLE_NEEDLES = (*(f"{k} " for k in _TABLE_FIELDS), "duration ", "gpu_memory_utilization ")
 
 
@@ -216,7 +226,7 @@ def v0_profile_table(seg: str) -> list[Fact]:
         return [ratio("settings", "gpu_memory_utilization", m[2], p)] if m[3] is None else []
     if m[3] != "GiB":
         return []
-    return [size("rank", _TABLE_FIELDS[field], m[2], "GiB", p, starts=field == "available_kv_cache_memory")]
+    return [size("rank", _TABLE_FIELDS[field], m[2], "GiB", p, starts=field in _TABLE_KV)]
 
 
 # ---------------------------------------------------------------- blocks, tokens, concurrency

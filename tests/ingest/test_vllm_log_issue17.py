@@ -41,6 +41,24 @@ def test_profiling_table_rows_are_read_per_engine_start() -> None:
     assert any("table" in b for b in first["version"]["basis"])
 
 
+def test_profiling_table_with_baseline_and_spike_is_read() -> None:
+    """public/29 (vLLM PR #11120's branch): target, baseline (weights + non-torch), spike, KV."""
+    text = read(PUBLIC / "29-v064dev-unknown-h100-tp1-profiling-table-baseline.log")
+    (run,) = runs(parsed(text))
+    r = rank(run, "driver")
+    assert r["total_bytes"] == _gib(79.33)
+    assert r["requested_bytes"] == _gib(19.83)
+    assert r["baseline_bytes"] == _gib(4.71)
+    assert r["activation_bytes"] == _gib(2.35)
+    assert r["kv_bytes"] == _gib(12.77)
+    assert r["weights_bytes"] is None and r["non_torch_bytes"] is None  # the build does not split them
+    assert r["evidence"]["kv_bytes"] == {"line": 8, "printed": "12.77 GiB"}
+    assert run["settings"]["gpu_memory_utilization"] == 0.25
+    # the printed identity: target − baseline − spike = KV (two printed units of rounding)
+    assert abs(19.83 - 4.71 - 2.35 - 12.77) <= 0.02
+    assert abs(r["requested_bytes"] - r["baseline_bytes"] - r["activation_bytes"] - r["kv_bytes"]) <= 2 * 5368709
+
+
 def test_a_table_row_alone_is_not_mistaken_for_another_format() -> None:
     line = "INFO 12-13 19:54:18 worker.py:243] model weights take 14.96GiB; non_torch_memory takes 1.79GiB"
     doc = parsed(line)
