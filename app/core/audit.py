@@ -38,7 +38,11 @@ ROW_FIELDS: tuple[str, ...] = (
     "kv_bytes",
     "num_gpu_blocks",
     "kv_tokens",
+    "cuda_graph_estimate_bytes",
 )
+#: Rows added after ledgers were first stored: a content hash leaves them out while unknown, so a
+#: ledger stored before they existed keeps its hash.
+LATER_ROW_FIELDS: frozenset[str] = frozenset({"cuda_graph_estimate_bytes"})
 # Rows whose growth moves memory out of the KV pool when the profile becomes more complete.
 PROFILE_ROWS: tuple[str, ...] = ("cuda_graph_bytes", "activation_bytes")
 # Rows checked for a rank far from the median.
@@ -69,6 +73,8 @@ class LedgerRow:
     kv_bytes: int | None = None
     num_gpu_blocks: int | None = None
     kv_tokens: int | None = None
+    # vLLM's 'Estimated CUDA graph memory' (v0.21+, or opted in before); cuda_graph_bytes is the actual.
+    cuda_graph_estimate_bytes: int | None = None
 
     def value(self, row: str) -> int | None:
         if row not in ROW_FIELDS:

@@ -100,6 +100,9 @@ class Ledger(Base):
     max_num_batched_tokens: Mapped[int | None] = mapped_column(Integer)
     gpu_memory_utilization: Mapped[float | None] = mapped_column(Float)
     kv_cache_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    # Engine figures the log stated (migration 0007).
+    max_concurrency: Mapped[float | None] = mapped_column(Float)
+    max_concurrency_tokens: Mapped[int | None] = mapped_column(Integer)
     # The log the numbers came from, capped (head and tail kept; see repository.cap_source_log).
     source_log: Mapped[str | None] = mapped_column(Text, deferred=True)
     source_log_bytes: Mapped[int | None] = mapped_column(BigInteger)
@@ -136,6 +139,7 @@ class LedgerRank(Base):
     kv_bytes: Mapped[int | None] = mapped_column(BigInteger)
     num_gpu_blocks: Mapped[int | None] = mapped_column(BigInteger)
     kv_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    cuda_graph_estimate_bytes: Mapped[int | None] = mapped_column(BigInteger)  # migration 0007
 
     ledger: Mapped[Ledger] = relationship(back_populates="ranks")
 

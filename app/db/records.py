@@ -22,7 +22,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from app.core.audit import ROW_FIELDS, EvidenceValue, LedgerRow
+from app.core.audit import LATER_ROW_FIELDS, ROW_FIELDS, EvidenceValue, LedgerRow
 
 MAX_BIGINT = 2**63 - 1
 MAX_INT = 2**31 - 1
@@ -52,7 +52,13 @@ EVIDENCE_TYPES: dict[str, tuple[type, int]] = {
     "max_num_batched_tokens": (int, MAX_INT),
     "gpu_memory_utilization": (float, 1),
     "kv_cache_memory_bytes": (int, MAX_BIGINT),
+    # Engine figures the log states (vLLM's 'Maximum concurrency for L tokens per request: X'),
+    # kept beside the per-rank rows (blocks, 'GPU KV cache size' tokens, CUDA graphs).
+    "max_concurrency": (float, 10**9),
+    "max_concurrency_tokens": (int, MAX_INT),
 }
+#: Evidence keys added after ledgers were first stored: left out of the content hash while unknown.
+LATER_EVIDENCE_KEYS = frozenset({"max_concurrency", "max_concurrency_tokens"})
 EVIDENCE_KEYS = tuple(EVIDENCE_TYPES)
 
 
@@ -160,7 +166,7 @@ def validate_ranks(ranks: Sequence[object]) -> list[LedgerRow]:
 
 def evidence_of(row: Any) -> dict[str, EvidenceValue]:
     """The evidence columns of a ledger row (ORM object or column row), every key present."""
-    return {key: getattr(row, key) for key in EVIDENCE_KEYS}
+    return {key: getattr(row, key, None) for key in EVIDENCE_KEYS}
 
 
 def cap_source_log(text: str, max_bytes: int) -> tuple[str, int, bool]:
@@ -223,10 +229,10 @@ def ledger_hash(row: Any, deployment_slug: str, ranks: Sequence[Mapping[str, Any
         "created_at": _iso(row.created_at),
         "captured_at": _iso(row.captured_at),
         "note": row.note,
-        "evidence": evidence_of(row),
+        "evidence": {k: v for k, v in evidence_of(row).items() if v is not None or k not in LATER_EVIDENCE_KEYS},
         "source_log_sha256": row.source_log_sha256,
         "source_log_bytes": row.source_log_bytes,
         "source_log_truncated": bool(row.source_log_truncated),
-        "ranks": [dict(r) for r in ranks],
+        "ranks": [{k: v for k, v in r.items() if v is not None or k not in LATER_ROW_FIELDS} for r in ranks],
     }
     return hashlib.sha256(canonical_json(content)).hexdigest()

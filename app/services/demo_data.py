@@ -3,7 +3,9 @@
 `prepare_database(settings)` runs the Alembic migrations to head and, when `settings.demo_data`
 is on and the database holds no saved plan and no deployment, stores three saved plans (one of
 them a new version of another) and one deployment with three ledgers across vLLM upgrades,
-built from real public start-up logs shipped in `app/data/demo/` (sources in its README).
+built from real public start-up logs shipped in `app/data/demo/` (sources in its README). The
+three logs are of different models and layouts (no public source has one deployment's sequence),
+so the deployment is labelled illustrative in its name and model fields, which its pages show.
 Everything is seeded in one transaction: two servers starting at once seed at most once.
 """
 
@@ -26,7 +28,8 @@ from app.settings import Settings
 
 DEMO_DIR = Path(__file__).resolve().parents[1] / "data" / "demo"
 DEMO_DEPLOYMENT = repo.DeploymentRecord(
-    0, "demo-3090-box", "Demo: an RTX 3090 box across vLLM upgrades", "varies (three public logs)",
+    0, "demo-3090-box", "Demo (illustrative): RTX 3090 boxes across vLLM upgrades",
+    "illustrative: three public logs of different models and layouts, not one deployment's history",
     "4 workers, tensor parallel", "NVIDIA GeForce RTX 3090, 24 GB (23.58 GiB)", dt.datetime(2025, 4, 1, tzinfo=dt.UTC),
 )
 # (log file, date it was captured, note)

@@ -114,7 +114,7 @@ def evidence_readings(before: Mapping[str, Any], after: Mapping[str, Any]) -> tu
     )
     words = list(diff.readings)
     explained = {"vllm_version", "kv_cache_dtype", "block_size", "tp", "pp", "dp", "ep",
-                 "gpu_memory_utilization", "kv_cache_memory_bytes"}
+                 "gpu_memory_utilization", "kv_cache_memory_bytes", "max_concurrency", "max_concurrency_tokens"}
     words += [f"{c.key} {c.before} → {c.after}" for c in diff.evidence_changes if c.key not in explained]
     return tuple(words)
 

@@ -55,6 +55,7 @@ def _evidence(run: Mapping[str, Any], ranks: Sequence[LedgerRow]) -> dict[str, A
         "gpu_memory_utilization": float(util) if isinstance(util, int | float) and 0 < util <= 1 else None,
         "kv_cache_memory_bytes": _int(settings.get("kv_cache_memory_bytes")),
         "graph_mode": "eager" if eager is True else None,
+        **_engine_figures(engine),
     }
     if evidence["tp"] is None:
         tp_ids = {r.get("parallel", {}).get("TP") for r in run.get("ranks") or [] if isinstance(r, Mapping)}
@@ -63,19 +64,34 @@ def _evidence(run: Mapping[str, Any], ranks: Sequence[LedgerRow]) -> dict[str, A
     return {k: v for k, v in evidence.items() if v is not None}
 
 
+def _engine_figures(engine: Mapping[str, Any]) -> dict[str, Any]:
+    """vLLM's 'Maximum concurrency for L tokens per request: X' (v1/core/kv_cache_utils.py), with L."""
+    concurrency, length = engine.get("max_concurrency"), _int(engine.get("max_concurrency_tokens"))
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int | float) or not 0 < concurrency <= 10**9:
+        return {}
+    return {"max_concurrency": float(concurrency), "max_concurrency_tokens": length}
+
+
 def _rank_rows(run: Mapping[str, Any]) -> list[LedgerRow]:
     """The run's ranks as ledger rows. vLLM gives every worker the engine's block count (the
-    minimum over workers), so a rank whose own count was not printed gets the engine's."""
-    engine_blocks = _int((run.get("engine") or {}).get("num_gpu_blocks"))
+    minimum over workers) and prints 'GPU KV cache size: N tokens' for the engine, so a rank
+    whose own figures were not printed gets the engine's: every rank with a KV row, or the one
+    rank of a run that printed a single process's lines."""
+    engine: Mapping[str, Any] = run.get("engine") or {}
+    engine_blocks, engine_tokens = _int(engine.get("num_gpu_blocks")), _int(engine.get("kv_tokens"))
+    records = [r for r in run.get("ranks") or [] if isinstance(r, Mapping)]
     rows, seen = [], set()
-    for i, rank in enumerate(run.get("ranks") or []):
+    for i, rank in enumerate(records):
         label = str(rank.get("rank") or f"rank{i}")[:100] or f"rank{i}"
         if label in seen:
             label = f"{label}#{i}"[:100]
         seen.add(label)
         row = LedgerRow(label, *(_int(rank.get(name)) for name in ROW_FIELDS))
-        if row.num_gpu_blocks is None and engine_blocks is not None and row.kv_bytes is not None:
-            row = replace(row, num_gpu_blocks=engine_blocks)
+        if row.kv_bytes is not None or len(records) == 1:
+            if row.num_gpu_blocks is None and engine_blocks is not None:
+                row = replace(row, num_gpu_blocks=engine_blocks)
+            if row.kv_tokens is None and engine_tokens is not None:
+                row = replace(row, kv_tokens=engine_tokens)
         rows.append(row)
     return rows
 

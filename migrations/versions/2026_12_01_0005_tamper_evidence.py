@@ -31,7 +31,7 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
-from app.core.audit import ROW_FIELDS
+from app.core.audit import LATER_ROW_FIELDS, ROW_FIELDS
 from app.db import records
 from app.db.migration_guard import refuse_data_loss
 
@@ -133,7 +133,9 @@ def _ledger_table() -> sa.TableClause:
         sa.column("created_at", sa.DateTime(timezone=True)),
         sa.column("captured_at", sa.Date()),
         sa.column("note", sa.Text()),
-        *(sa.column(key, kinds[kind]) for key, (kind, _) in records.EVIDENCE_TYPES.items()),
+        # the evidence columns as of this revision (later ones, e.g. 0007's, do not exist yet)
+        *(sa.column(key, kinds[kind]) for key, (kind, _) in records.EVIDENCE_TYPES.items()
+          if key not in records.LATER_EVIDENCE_KEYS),
         sa.column("source_log", sa.Text()),
         sa.column("source_log_bytes", sa.BigInteger()),
         sa.column("source_log_truncated", sa.Boolean()),
@@ -152,8 +154,9 @@ def _hash_existing_rows() -> None:
         digest = records.plan_hash(plan, slugs.get(row.parent_id))
         bind.execute(sa.update(plans).where(plans.c.id == row.id).values(content_hash=digest))
     ledgers = _ledger_table()
+    row_fields = [name for name in ROW_FIELDS if name not in LATER_ROW_FIELDS]  # the columns of this revision
     ranks = sa.table("ledger_rank", sa.column("ledger_id"), sa.column("rank"), sa.column("ordinal"),
-                     *(sa.column(name) for name in ROW_FIELDS))
+                     *(sa.column(name) for name in row_fields))
     deployments = dict(bind.execute(sa.text("SELECT id, slug FROM deployment")).all())
     for row in bind.execute(sa.select(ledgers)).all():
         ledger = SimpleNamespace(**row._asdict())
@@ -162,7 +165,7 @@ def _hash_existing_rows() -> None:
         rank_rows = bind.execute(
             sa.select(ranks).where(ranks.c.ledger_id == row.id).order_by(ranks.c.ordinal)
         ).all()
-        content = [{"rank": r.rank, "ordinal": r.ordinal, **{n: getattr(r, n) for n in ROW_FIELDS}} for r in rank_rows]
+        content = [{"rank": r.rank, "ordinal": r.ordinal, **{n: getattr(r, n) for n in row_fields}} for r in rank_rows]
         digest = records.ledger_hash(ledger, deployments[row.deployment_id], content)
         bind.execute(
             sa.update(ledgers).where(ledgers.c.id == row.id).values(

@@ -52,6 +52,8 @@ EVIDENCE: dict[str, Any] = {
     "max_num_batched_tokens": 8192,
     "gpu_memory_utilization": 0.9,
     "kv_cache_memory_bytes": None,
+    "max_concurrency": None,
+    "max_concurrency_tokens": None,
 }
 
 

@@ -77,7 +77,7 @@ def test_history_chart_and_ledger_diff_render(browser: Any, saved_server: str, a
     errors: list[str] = []
     context, page = _page(browser, saved_server, errors)
     page.goto("/d")
-    page.click("text=Demo: an RTX 3090 box across vLLM upgrades")
+    page.click("text=Demo (illustrative): RTX 3090 boxes across vLLM upgrades")
     page.wait_for_selector("#chart-history[data-drawn]", state="attached")
     traces = page.evaluate("() => document.getElementById('chart-history').data.map(t => t.name)")
     assert "rank TP0" in traces and len(traces) >= 4

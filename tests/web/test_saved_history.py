@@ -94,8 +94,8 @@ def test_diff_every_row_on_every_rank(settings: Settings, client: TestClient, re
     page = client.get(f"/diff?a={a}&b={b}&max_model_len=32768")
     assert page.status_code == 200
     view = last_render(renders, "pages/ledger_diff.html").context["view"]
-    assert len(view.diff.ranks) == 8 and all(len(r.rows) == 10 for r in view.diff.ranks)
-    assert page.text.count('data-row="') == 8 * 11
+    assert len(view.diff.ranks) == 8 and all(len(r.rows) == 11 for r in view.diff.ranks)
+    assert page.text.count('data-row="') == 8 * 12
     twin = client.get(f"/diff.json?a={a}&b={b}&max_model_len=32768").json()
     assert twin["ranks"][1]["rows"]["kv_bytes"]["delta"] == -2 * GIB
     assert twin["min_kv_tokens"]["delta"] == 0 and twin["concurrency"]["before"] == pytest.approx(99_999 * 16 / 32768)

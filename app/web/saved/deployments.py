@@ -251,7 +251,8 @@ def ledger_page(request: Request, slug: str, session: SessionDep) -> Response:
 
 ROW_LABELS = (
     ("total_bytes", "total"), ("free_at_start_bytes", "free at start"), ("requested_bytes", "requested"),
-    ("weights_bytes", "weights"), ("non_torch_bytes", "non-torch"), ("cuda_graph_bytes", "CUDA graphs"),
+    ("weights_bytes", "weights"), ("non_torch_bytes", "non-torch"),
+    ("cuda_graph_estimate_bytes", "CUDA graphs (vLLM's estimate)"), ("cuda_graph_bytes", "CUDA graphs"),
     ("activation_bytes", "activation"), ("kv_bytes", "KV"), ("num_gpu_blocks", "blocks"), ("kv_tokens", "tokens"),
 )
 
