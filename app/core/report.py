@@ -12,7 +12,7 @@ from app.core.explain import explain
 from app.core.ledger import Cell, RankLedger
 from app.core.plan import PlanResult
 from app.core.rank_groups import FULL_RANKS_MAX, group_indexes, group_json, histogram, shown_groups, spread
-from app.core.vllm_flags import flag_strings, plan_flags
+from app.core.vllm_flags import flag_strings, plan_flags, uniform_budget_flag
 from app.core.warning_groups import group_warnings
 
 JSON = dict[str, Any]
@@ -73,7 +73,10 @@ def budget_json(budget: UniformBudget | None, result: PlanResult, labels: set[st
         return None
     engine = result.plan.engine
     conc = result.rkv.max_concurrency(budget.blocks, engine.max_model_len, engine.max_num_batched_tokens)
+    deployed, why = uniform_budget_flag(result)
     return {
+        "in_flags": deployed is not None,
+        "in_flags_reason": why,
         "kv_cache_memory_bytes": budget.kv_cache_memory_bytes,
         "blocks": budget.blocks,
         "tokens": budget.tokens,

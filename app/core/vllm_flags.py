@@ -93,7 +93,35 @@ def vllm_flags_source() -> dict[str, Any]:
 def _engine_value(result: PlanResult, spec: PlanFlag) -> object:
     plan = result.plan
     holder: object = plan.layout if spec.section == "layout" else plan.engine
+    if spec.key == "kv_cache_memory_bytes" and plan.engine.kv_cache_memory_bytes is None:
+        return uniform_budget_flag(result)[0]
     return getattr(holder, spec.key)
+
+
+def uniform_budget_flag(result: PlanResult) -> tuple[int | None, str]:
+    """The uniform `--kv-cache-memory-bytes` the deploy flags carry (seed 001), or None, and why.
+
+    A plan whose every rank has a measured KV room and whose policy keeps an operating reserve
+    deploys min(room − reserve) in whole pages on every rank: vLLM's `kv_cache_memory_bytes`
+    "(when not-None) ignores gpu_memory_utilization" (CacheConfig, vllm/config/cache.py, commit
+    28be48fa944d), so `--gpu-memory-utilization` is then left out."""
+    plan, budget = result.plan, result.budget
+    if plan.engine.kv_cache_memory_bytes is not None:
+        return None, "the plan sets its own --kv-cache-memory-bytes"
+    if plan.policy.operating_reserve_bytes <= 0:
+        return None, "no operating reserve in the policy: the budget comes from --gpu-memory-utilization"
+    if budget is None or not all(lg.inp.kv_room is not None for lg in result.ledgers):
+        return None, "not every rank has a measured KV room: the budget comes from --gpu-memory-utilization"
+    if budget.kv_cache_memory_bytes <= 0:
+        return None, f"the operating reserve leaves rank {budget.binding_rank} no KV memory"
+    engine = plan.engine
+    if result.rkv.max_concurrency(budget.blocks, engine.max_model_len, engine.max_num_batched_tokens) < 1:
+        return None, (f"the uniform budget ({budget.blocks:,} blocks) holds no max_model_len "
+                      f"({engine.max_model_len:,}) request: vLLM would not start with it")
+    return budget.kv_cache_memory_bytes, (
+        f"every rank has a measured KV room and the policy keeps a reserve: the smallest room less the "
+        f"reserve (rank {budget.binding_rank}), in whole pages"
+    )
 
 
 def _wanted(spec: PlanFlag, value: object, result: PlanResult) -> bool:
@@ -107,7 +135,7 @@ def _wanted(spec: PlanFlag, value: object, result: PlanResult) -> bool:
     if spec.key == "gpu_memory_utilization":
         # "kv_cache_memory_bytes (when not-None) ignores gpu_memory_utilization" (CacheConfig,
         # vllm/config/cache.py, commit 28be48fa944d): not written beside a manual budget.
-        return result.plan.engine.kv_cache_memory_bytes is None
+        return _engine_value(result, BY_FLAG["--kv-cache-memory-bytes"]) is None
     if spec.key == "block_size":
         # A hybrid Mamba model's attention block is raised by vLLM itself (to 544 for Qwen3-Next at
         # TP2; vllm/model_executor/models/config.py HybridAttentionMambaModelConfig): passing the

@@ -115,6 +115,28 @@ def test_seed001_uniform_budget(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert ub["min_bytes"] == min(safe) and ub["max_bytes"] == max(safe)
     assert ub["min_over_median"] == pytest.approx(min(safe) / ((safe[1] + safe[3]) / 2))
     assert [round(r["stranded_bytes"] / GIB, 1) for r in ub["ranks"]] == [5.9, 4.7, 0.0, 3.5]
+    # issue 17 item 12: the deploy flags carry the uniform budget, and no utilization beside it
+    assert ub["in_flags"] is True
+    assert f"--kv-cache-memory-bytes {12 * GIB}" in result["flags"]
+    assert not any(f.startswith("--gpu-memory-utilization") for f in result["flags"])
+    assert {"flag": "--kv-cache-memory-bytes", "value": str(12 * GIB)} in result["vllm_args"]
+
+
+def test_seed001_without_a_reserve_or_a_full_request_says_why_not(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    rooms = ["18.8 GiB", "17.6 GiB", "12.9 GiB", "16.4 GiB"]
+    base = {"model": {"kv_bytes_per_token": 256 * KIB}, "layout": {"tp": 4},
+            "engine": {"max_model_len": 8192}, "ranks": [{"kv_room": r} for r in rooms]}
+    no_reserve = run_plan_cli(tmp_path, base, capsys)
+    assert no_reserve["uniform_budget"]["in_flags"] is False
+    assert "no operating reserve" in no_reserve["uniform_budget"]["in_flags_reason"]
+    assert not any(f.startswith("--kv-cache-memory-bytes") for f in no_reserve["flags"])
+    # a reserve that leaves the binding rank less than one 8,192-token request (+ vLLM's null block)
+    tight = {**base, "policy": {"operating_reserve": "12.8 GiB"}}
+    result = run_plan_cli(tmp_path, tight, capsys)
+    assert result["uniform_budget"]["in_flags"] is False
+    assert "holds no max_model_len" in result["uniform_budget"]["in_flags_reason"]
+    assert not any(f.startswith("--kv-cache-memory-bytes") for f in result["flags"])
 
 
 def test_seed002_decimal_gb_budget(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
