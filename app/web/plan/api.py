@@ -9,16 +9,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, File, Form, Query, Request, UploadFile
+from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from app.core.errors import InputError
 from app.schemas import PlanDocument
 from app.services import deploy, plan_query, plans
 from app.services.base_documents import BaseStore
 from app.web import cpu, querystring
-from app.web.openapi import body_schema, errors, register_body
-from app.web.plan import views, workflows
+from app.web.openapi import body_schema, register_body
+from app.web.plan import text_body, views, workflows
 
 router = APIRouter(prefix="/api/v1", tags=["api"])
 register_body("PlanDocument", PlanDocument)
@@ -107,22 +108,28 @@ def get_models(q: str = "") -> JSONResponse:
     return JSONResponse({"models": plans.catalogue_search(q, limit=50)})
 
 
-@router.post("/import/log", summary="Parse vLLM startup logs (text field or file upload)", responses=errors(503))
-def import_log(
-    request: Request,
-    text: Annotated[str, Form(description="the log text")] = "",
-    model: Annotated[str, Form(description="catalogue slug of the model, for residuals")] = "",
-    file: Annotated[UploadFile | None, File(description="or the log file")] = None,
-) -> JSONResponse:
-    settings = request.app.state.settings
-    imported = workflows.import_log(workflows.log_text(text, file, settings.max_log_bytes), model,
-                                    request.app.state.isolation)
+_MODEL_FIELD = {"model": "catalogue slug of the model, for residuals"}
+_BODY_FORMS = ('Body: JSON `{"text": …}`, or a form (multipart or urlencoded) with a `text` field or a '
+               "`file` upload — the same forms as the other text import.")
+
+
+@router.post("/import/log", summary="Parse vLLM startup logs (JSON text, form text or file upload)",
+             description=_BODY_FORMS + " Optional `model`: " + _MODEL_FIELD["model"] + ".",
+             openapi_extra=text_body.openapi_body("the vLLM startup log text", _MODEL_FIELD))
+async def import_log(request: Request) -> JSONResponse:
+    limit = request.app.state.settings.max_log_bytes
+    body = await text_body.read_text_body(request, limit, "log", extra=("model",))
+    text = workflows.log_text(body["text"], None, limit)
+    imported = await run_in_threadpool(workflows.import_log, text, body["model"], request.app.state.isolation)
     return JSONResponse(workflows.import_json(imported, request.app.state.bases))
 
 
-@router.post("/import/nvidia-smi", summary="Parse nvidia-smi output (table or --query-gpu CSV)")
-def import_nvidia_smi(text: Annotated[str, Body(embed=True, description="nvidia-smi output")]) -> JSONResponse:
-    return JSONResponse(plans.import_nvidia_smi(text))
+@router.post("/import/nvidia-smi", summary="Parse nvidia-smi output (table or --query-gpu CSV)",
+             description=_BODY_FORMS,
+             openapi_extra=text_body.openapi_body("nvidia-smi output (table or --query-gpu CSV)", {}))
+async def import_nvidia_smi(request: Request) -> JSONResponse:
+    body = await text_body.read_text_body(request, request.app.state.settings.max_log_bytes, "text")
+    return JSONResponse(await run_in_threadpool(plans.import_nvidia_smi, body["text"]))
 
 
 @router.post("/compare", summary="Two plan documents side by side, every row with its delta",

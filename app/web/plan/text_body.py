@@ -1,0 +1,88 @@
+"""The one body reader of the text imports (`/api/v1/import/log`, `/api/v1/import/nvidia-smi`):
+both take the same forms (issue 17 item 21) —
+
+- JSON `{"text": "…"}` (plus the route's optional string fields, e.g. `"model"`);
+- a form, `multipart/form-data` or `application/x-www-form-urlencoded`, with a `text` field or a
+  `file` upload (a file wins when both are given), plus the same optional fields.
+
+`openapi_body` documents exactly these forms in /openapi.json. Bodies over the server's size limit
+are refused before they are read (app.web.limits); a bad body is a 422 naming what is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fastapi import Request
+from starlette.datastructures import UploadFile
+
+from app.core.errors import InputError
+
+JSON_TYPE = "application/json"
+FORM_TYPES = ("multipart/form-data", "application/x-www-form-urlencoded")
+
+
+def openapi_body(what: str, extra: Mapping[str, str]) -> dict[str, Any]:
+    """The OpenAPI `requestBody` of a text import: JSON, multipart and urlencoded forms."""
+    fields = {"text": {"type": "string", "description": what}}
+    fields |= {name: {"type": "string", "description": doc} for name, doc in extra.items()}
+    multipart = {**fields, "file": {"type": "string", "format": "binary", "description": f"or {what} as a file"}}
+    return {"requestBody": {"required": True, "content": {
+        JSON_TYPE: {"schema": {"type": "object", "properties": fields, "required": ["text"]},
+                    "example": {"text": "…"}},
+        FORM_TYPES[0]: {"schema": {"type": "object", "properties": multipart}},
+        FORM_TYPES[1]: {"schema": {"type": "object", "properties": fields}},
+    }}}
+
+
+def _mib(limit: int) -> str:
+    return f"{limit / 2**20:g}"
+
+
+async def _from_json(request: Request, extra: Sequence[str]) -> dict[str, str]:
+    try:
+        data = json.loads(await request.body())
+    except (ValueError, UnicodeDecodeError):
+        raise InputError("body", 'the body is not valid JSON; send {"text": "…"}') from None
+    if not isinstance(data, dict):
+        raise InputError("body", 'send a JSON object, {"text": "…"}')
+    out: dict[str, str] = {}
+    for name in ("text", *extra):
+        value = data.get(name)
+        if value is not None and not isinstance(value, str):
+            raise InputError(name, f"{name} must be a string")
+        out[name] = value or ""
+    return out
+
+
+async def _from_form(request: Request, extra: Sequence[str], limit: int, field: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    # max_part_size: a pasted text field may be as large as the server takes a log (starlette: 1 MiB)
+    async with request.form(max_part_size=limit + 1) as form:  # closes the uploads' temporary files
+        for name in ("text", *extra):
+            value = form.get(name)
+            out[name] = value if isinstance(value, str) else ""
+        upload = form.get("file")
+        if isinstance(upload, UploadFile) and upload.filename:
+            data = await upload.read(limit + 1)
+            if len(data) > limit:
+                raise InputError(field, f"the file is larger than {_mib(limit)} MiB")
+            out["text"] = data.decode("utf-8", errors="replace")
+    return out
+
+
+async def read_text_body(request: Request, limit: int, field: str, extra: Sequence[str] = ()) -> dict[str, str]:
+    """`text` and the `extra` fields of a text-import body in any of the accepted forms."""
+    kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if kind == JSON_TYPE or kind.endswith("+json"):
+        out = await _from_json(request, extra)
+    elif kind in FORM_TYPES:
+        out = await _from_form(request, extra, limit, field)
+    else:
+        raise InputError("body", f'send JSON {{"text": "…"}}, or a form ({", ".join(FORM_TYPES)}) with a text '
+                                 f"field or a file upload; got content type {kind or 'none'!r}")
+    if len(out["text"].encode()) > limit:
+        raise InputError(field, f"the text is larger than {_mib(limit)} MiB")
+    return out
