@@ -90,6 +90,18 @@ def _kv_dtype(value: object) -> object:
     return value
 
 
+class LoraDoc(_Strict):
+    """``engine.lora``: vLLM's --enable-lora with --max-loras / --max-lora-rank / --max-cpu-loras. The
+    rank's allowed values depend on the vLLM version (checked with the plan, app.core.lora.check_lora)."""
+
+    max_loras: int = Field(default=1, ge=1, le=1024)
+    max_lora_rank: int = Field(default=16, ge=1, le=512)
+    max_cpu_loras: int | None = Field(default=None, ge=1, le=1_000_000)
+    target_modules: list[Annotated[str, Field(min_length=1, max_length=64)]] | None = Field(
+        default=None, min_length=1, max_length=64
+    )
+
+
 class EngineDoc(_Strict):
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
     kv_cache_memory_bytes: Size | None = None
@@ -103,6 +115,7 @@ class EngineDoc(_Strict):
     num_gpu_blocks_override: int | None = Field(default=None, ge=1, le=100_000_000)
     disable_hybrid_kv_cache_manager: bool = False
     cudagraph_mode: Literal["auto", "NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"] = "auto"
+    lora: LoraDoc | None = None
 
 
 class PolicyDoc(_Strict):
@@ -158,6 +171,8 @@ class WhatIfDoc(_Strict):
     max_num_batched_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
     quantization: Literal["fp8"] | None = None
+    max_loras: int | None = Field(default=None, ge=1, le=1024)  # engine.lora.max_loras on top of the run
+    max_lora_rank: int | None = Field(default=None, ge=1, le=512)  # engine.lora.max_lora_rank
 
 
 class PlanDocument(_Strict):

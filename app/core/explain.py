@@ -83,7 +83,11 @@ def _budget_entries(result: PlanResult) -> JSON:
     graphs = " − cuda_graphs" if result.rules.cuda_graphs_in_budget else ""
     if result.rules.cuda_graphs_in_budget:
         rows.append(binding.cuda_graphs)
+    extra = [(name, c) for name, c in (("lora", binding.lora), ("speculative", binding.speculative)) if c is not None]
+    graphs += "".join(f" − {name}" for name, _ in extra)
+    rows += [c for _, c in extra]
     return {
+        **_lora_entries(result, binding.label),
         "kv_bytes": {
             "formula": f"requested − weights − non_torch − activation{graphs}",
             "values": " − ".join([fmt_bytes(binding.requested.bytes), *(fmt_bytes(_val(c)) for c in rows)]),
@@ -96,6 +100,27 @@ def _budget_entries(result: PlanResult) -> JSON:
             "result": fmt_bytes(binding.requested.bytes),
             "inputs": _inputs(binding.total),
         },
+    }
+
+
+def _lora_entries(result: PlanResult, label: str) -> JSON:
+    """The LoRA slots on the binding rank as the sum of its wrapped modules (app.core.lora)."""
+    index = next((i for i, lg in enumerate(result.ledgers) if lg.label == label), None)
+    extra = result.extras[index] if index is not None and index < len(result.extras) else None
+    if extra is None or extra.lora_bytes is None:
+        return {}
+    lora = result.plan.engine.lora
+    assert lora is not None
+    names = [name for name, b in extra.lora_modules if b]
+    return {
+        "lora_bytes": {
+            "formula": f"Σ over the wrapped modules ({', '.join(names)}) of max_loras {lora.max_loras} × "
+            f"(A r × in + B out × r) at max_lora_rank {lora.max_lora_rank}, ÷ TP where vLLM shards, in the LoRA "
+            "dtype (vllm/lora/layers create_lora_weights)",
+            "values": " + ".join(fmt_bytes(b) for _, b in extra.lora_modules if b),
+            "result": fmt_bytes(extra.lora_bytes),
+            "inputs": "estimated",
+        }
     }
 
 

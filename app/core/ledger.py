@@ -49,6 +49,10 @@ class RankInput:
     cuda_graphs: Cell | None = None
     activation: Cell | None = None
     kv_room: Cell | None = None
+    # Rows vLLM counts inside the budget when LoRA / speculative decoding are on (app.core.lora,
+    # app.core.speculative); None when off or already inside a measured row.
+    lora: Cell | None = None
+    speculative: Cell | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +94,14 @@ class RankLedger:
         return self.inp.activation
 
     @property
+    def lora(self) -> Cell | None:
+        return self.inp.lora
+
+    @property
+    def speculative(self) -> Cell | None:
+        return self.inp.speculative
+
+    @property
     def budget_source(self) -> Source | None:
         """Where the requested and headroom rows come from (the total's source); None without them."""
         if self.requested_bytes is None or self.inp.total is None:
@@ -120,6 +132,8 @@ class RankLedger:
             "non_torch": self.non_torch,
             "cuda_graphs": self.cuda_graphs,
             "activation": self.activation,
+            **({"lora": self.lora} if self.lora is not None else {}),
+            **({"speculative": self.speculative} if self.speculative is not None else {}),
             "kv": self.kv,
         }
 
@@ -186,7 +200,7 @@ def work_out_rank(inp: RankInput, rules: LedgerRules, ratio: tuple[int, int] | N
         kv = inp.kv_room
     elif requested is not None and total is not None:
         graphs = inp.cuda_graphs if rules.cuda_graphs_in_budget else None
-        inside = (inp.weights, inp.non_torch, inp.activation, graphs)
+        inside = (inp.weights, inp.non_torch, inp.activation, graphs, inp.lora, inp.speculative)
         kv_bytes = requested - _sum(inside)
         kv = Cell(kv_bytes, _source_of(total, *inside), "requested − weights − non_torch − graphs − activation")
     else:
@@ -238,7 +252,7 @@ def _manual_fit(inp: RankInput, rules: LedgerRules) -> list[tuple[str, str]]:
     if room is None:
         return []
     kv_bytes = rules.kv_cache_memory_bytes or 0
-    need = _sum((inp.weights, inp.non_torch, inp.cuda_graphs, inp.activation)) + kv_bytes
+    need = _sum((inp.weights, inp.non_torch, inp.cuda_graphs, inp.activation, inp.lora, inp.speculative)) + kv_bytes
     need += rules.operating_reserve_bytes
     if need <= room.bytes:
         return []
@@ -262,7 +276,7 @@ def work_out(ranks: tuple[RankInput, ...], rules: LedgerRules) -> tuple[RankLedg
     for r in ranks:
         key = (
             id(r.total), id(r.free_at_start), id(r.weights), id(r.non_torch), id(r.cuda_graphs),
-            id(r.activation), id(r.kv_room),
+            id(r.activation), id(r.kv_room), id(r.lora), id(r.speculative),
         )  # fmt: skip  (the cells are alive in `ranks` for the whole loop, so their ids are stable)
         prev = seen.get(key)
         if prev is not None:

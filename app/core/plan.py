@@ -16,9 +16,11 @@ from app.core.budget import UniformBudget, uniform_budget
 from app.core.cudagraphs import CudagraphMode
 from app.core.errors import InputError
 from app.core.estimates import EstimateContext
+from app.core.extra_rows import ExtraInputs, RankExtras, with_extra_rows
 from app.core.free_gap import free_gap_message
 from app.core.kvspec import RankKV, rank_kv, rank_kv_uniform
 from app.core.ledger import LedgerRules, RankInput, RankLedger, work_out
+from app.core.lora import LoraSpec
 from app.core.nontorch import Interconnect
 from app.core.shape import ModelShape
 from app.core.units import fmt_bytes
@@ -63,6 +65,8 @@ class Engine:
     num_gpu_blocks_override: int | None = None  # vLLM's --num-gpu-blocks-override (every worker's blocks)
     disable_hybrid_kv_cache_manager: bool = False  # --disable-hybrid-kv-cache-manager
     cudagraph_mode: CudagraphMode = "auto"  # "auto": the version's default
+    lora: LoraSpec | None = None  # --enable-lora with its slots (app.core.lora)
+    lora_in_run: LoraSpec | None = None  # the LoRA measured rows were taken under (app.core.extra_rows)
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,7 @@ class PlanResult:
     admission: Admission
     budget: UniformBudget | None
     warnings: tuple[Warning, ...] = field(default=())
+    extras: tuple[RankExtras, ...] = field(default=())  # per rank: LoRA / draft estimates (extra_rows)
 
 
 def check_rank_count(layout: Layout, count: int, partial: bool = False) -> None:
@@ -189,7 +194,8 @@ def compute(plan: PlanInput, rkv: RankKV | None = None) -> PlanResult:
     """Work out the whole plan."""
     rules = rules_for(plan.vllm_version)
     rkv = rkv or kv_spec(plan)
-    ledgers = work_out(plan.ranks, ledger_rules(plan, rules))
+    ranks, extras = extra_rows(plan, rules)
+    ledgers = work_out(ranks, ledger_rules(plan, rules))
     policy = AdmissionPolicy(
         max_model_len=plan.engine.max_model_len,
         max_num_batched_tokens=plan.engine.max_num_batched_tokens,
@@ -205,8 +211,20 @@ def compute(plan: PlanInput, rkv: RankKV | None = None) -> PlanResult:
     admission = admit(tuple((lg.label, lg.kv.bytes) for lg in ledgers), rkv, policy)
     rooms = tuple((lg.label, lg.kv.bytes) for lg in ledgers if lg.kv.source != "default")
     budget = uniform_budget(rooms, plan.policy.operating_reserve_bytes, rkv)
-    result = PlanResult(plan, rules, rkv, ledgers, admission, budget)
-    return PlanResult(plan, rules, rkv, ledgers, admission, budget, warnings(result))
+    result = PlanResult(plan, rules, rkv, ledgers, admission, budget, extras=extras)
+    return PlanResult(plan, rules, rkv, ledgers, admission, budget, warnings(result), extras)
+
+
+def extra_rows(plan: PlanInput, rules: VersionRules) -> tuple[tuple[RankInput, ...], tuple[RankExtras, ...]]:
+    """The ranks with the rows LoRA adds (app.core.extra_rows); unchanged when it is off."""
+    engine, shape = plan.engine, plan.model.shape
+    if (engine.lora is None and engine.lora_in_run is None) or shape is None:
+        return plan.ranks, ()
+    inputs = ExtraInputs(
+        shape, plan.layout.tp, plan.layout.pp, plan.layout.expert_parallel, rules.version,
+        engine.max_num_batched_tokens, lora=engine.lora, lora_in_run=engine.lora_in_run,
+    )  # fmt: skip
+    return with_extra_rows(plan.ranks, inputs)
 
 
 def warnings(result: PlanResult) -> tuple[Warning, ...]:

@@ -10,6 +10,7 @@ from app import __version__
 from app.core.budget import UniformBudget
 from app.core.explain import explain
 from app.core.ledger import Cell, RankLedger
+from app.core.lora import LoraSpec
 from app.core.plan import PlanResult
 from app.core.rank_groups import FULL_RANKS_MAX, group_indexes, group_json, histogram, shown_groups, spread
 from app.core.vllm_flags import flag_strings, plan_flags, uniform_budget_flag
@@ -49,6 +50,7 @@ def rank_json(
     for key, cell in (
         ("weights_bytes", inp.weights), ("non_torch_bytes", inp.non_torch), ("cuda_graph_bytes", inp.cuda_graphs),
         ("activation_bytes", inp.activation), ("kv_bytes", lg.kv),
+        ("lora_row_bytes", inp.lora), ("speculative_row_bytes", inp.speculative),
     ):
         out[key] = None if cell is None else cell.bytes
         if cell is not None:
@@ -65,6 +67,20 @@ def rank_json(
         sources=sources,
     )
     return out
+
+
+def _extras_json(result: PlanResult, index: int) -> JSON:
+    """The rank's LoRA / draft estimates (issue 15's contract keys), None when the feature is off.
+
+    ``lora_bytes``: the adapter slots vLLM preallocates on this rank (app.core.lora), whatever the
+    ledger rows hold; ``lora_row_bytes`` is what the ``lora`` row subtracts (0 of the slots when the
+    weights are measured: "Model loading took" includes them)."""
+    extra = result.extras[index] if index < len(result.extras) else None
+    return {
+        "lora_bytes": extra.lora_bytes if extra else None,
+        "lora_profile_bytes": extra.lora_profile_bytes if extra else None,
+        "speculative_bytes": extra.speculative_bytes if extra else None,
+    }
 
 
 def budget_json(budget: UniformBudget | None, result: PlanResult, labels: set[str] | None = None) -> JSON | None:
@@ -123,23 +139,37 @@ def ranks_json(result: PlanResult) -> JSON:
     if len(ledgers) <= FULL_RANKS_MAX:
         out["ranks"] = [
             rank_json(lg, ra.blocks, ra.tokens, ra.raw_tokens, ra.stranded_bytes, ra.binding, i)
+            | _extras_json(result, i)
             for i, (lg, ra) in enumerate(zip(ledgers, ras, strict=True))
         ]
         return {**out, "ranks_form": "full", "rank_groups": None, "rank_groups_omitted": 0}
     keys = [
         (lg.inp.total, lg.inp.free_at_start, lg.inp.weights, lg.inp.non_torch, lg.inp.cuda_graphs,
-         lg.inp.activation, lg.inp.kv_room, lg.kv, lg.requested_bytes, lg.will_start, ra.blocks, ra.raw_tokens)
+         lg.inp.activation, lg.inp.kv_room, lg.inp.lora, lg.inp.speculative, lg.kv, lg.requested_bytes,
+         lg.will_start, ra.blocks, ra.raw_tokens)
         for lg, ra in zip(ledgers, ras, strict=True)
     ]  # fmt: skip  (tokens and stranded bytes follow from blocks and KV)
     groups = group_indexes(keys, binding)
     shown = shown_groups(groups, lambda i: ledgers[i].kv.bytes)
     out["ranks"] = [
         rank_json(ledgers[i], ras[i].blocks, ras[i].tokens, ras[i].raw_tokens, ras[i].stranded_bytes, ras[i].binding, i)
+        | _extras_json(result, i)
         for i, _ in shown
     ]
     out["rank_groups"] = [group_json(members, j) for j, (_, members) in enumerate(shown)]
     out["rank_groups_omitted"] = len(groups) - len(shown)
     return {**out, "ranks_form": "grouped"}
+
+
+def _lora_json(spec: LoraSpec | None) -> JSON | None:
+    if spec is None:
+        return None
+    return {
+        "max_loras": spec.max_loras,
+        "max_lora_rank": spec.max_lora_rank,
+        "max_cpu_loras": spec.max_cpu_loras,
+        "target_modules": list(spec.target_modules) if spec.target_modules is not None else None,
+    }
 
 
 def flags(result: PlanResult) -> list[str]:
@@ -190,6 +220,7 @@ def result_to_dict(result: PlanResult, levers: list[JSON] | None = None) -> JSON
             "quantization": plan.engine.quantization,
             "num_gpu_blocks_override": plan.engine.num_gpu_blocks_override,
             "disable_hybrid_kv_cache_manager": plan.engine.disable_hybrid_kv_cache_manager,
+            "lora": _lora_json(plan.engine.lora),
         },
         "policy": {
             "growth_reserve": plan.policy.growth_reserve,

@@ -159,6 +159,20 @@ def plan_flags(result: PlanResult) -> list[tuple[str, FlagValue]]:
         value = _engine_value(result, spec)
         if _wanted(spec, value, result):
             out.append((spec.flag, _text(value)))
+    return out + _lora_flags(result)
+
+
+def _lora_flags(result: PlanResult) -> list[tuple[str, FlagValue]]:
+    """``--enable-lora --max-loras N --max-lora-rank R [--max-cpu-loras M]`` (EngineArgs, vllm/engine/arg_utils.py;
+    ``--lora-target-modules`` is not written: older releases lack it, and the default wraps every module)."""
+    lora = result.plan.engine.lora
+    if lora is None:
+        return []
+    out: list[tuple[str, FlagValue]] = [
+        ("--enable-lora", None), ("--max-loras", str(lora.max_loras)), ("--max-lora-rank", str(lora.max_lora_rank)),
+    ]  # fmt: skip
+    if lora.max_cpu_loras is not None:
+        out.append(("--max-cpu-loras", str(lora.max_cpu_loras)))
     return out
 
 

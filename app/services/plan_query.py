@@ -98,6 +98,8 @@ KNOBS: tuple[Knob, ...] = (
     Knob("mnbt", "engine.max_num_batched_tokens", "int", vllm_default=True, whatif="max_num_batched_tokens",
          slider=(256, 65536, 256)),
     Knob("max_num_seqs", "engine.max_num_seqs", "int"),
+    Knob("loras", "engine.lora.max_loras", "int", whatif="max_loras"),
+    Knob("lora_rank", "engine.lora.max_lora_rank", "int", whatif="max_lora_rank"),
     Knob("growth", "policy.growth_reserve", "float", default="0", slider=(0, 0.5, 0.01)),
     Knob("reserve", "policy.operating_reserve", "size", default="0"),
     Knob("live", "policy.avg_live_tokens", "int"),

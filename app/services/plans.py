@@ -22,6 +22,7 @@ from app.core.estimates import EstimateContext, estimate_ranks
 from app.core.gpus import find_preset
 from app.core.kvspec import rank_kv
 from app.core.ledger import Cell, RankInput
+from app.core.lora import LoraSpec, check_lora
 from app.core.model_config import shape_from_config
 from app.core.nontorch import Interconnect
 from app.core.plan import (
@@ -192,6 +193,8 @@ def _base_plan(doc: PlanDocument) -> PlanInput:
         quantization=engine_doc.quantization,
         num_gpu_blocks_override=engine_doc.num_gpu_blocks_override,
         disable_hybrid_kv_cache_manager=engine_doc.disable_hybrid_kv_cache_manager,
+        lora=_lora(doc, model, version),
+        lora_in_run=_lora(doc, model, version) if doc.ranks else None,
     )
     layout = Layout(
         tp=doc.layout.tp, pp=doc.layout.pp, dp=doc.layout.dp, dcp=doc.layout.dcp,
@@ -218,6 +221,20 @@ def _base_plan(doc: PlanDocument) -> PlanInput:
     if doc.model is not None and doc.model.config is not None:
         notes = (*notes, *architecture_notes(doc.model.config, version))
     return PlanInput(model, layout, engine, policy, ranks, version, gpu_total, estimated, notes)
+
+
+def _lora(doc: PlanDocument, model: ModelInput, version: str) -> LoraSpec | None:
+    """The document's ``engine.lora`` as the core's spec, refused where vLLM refuses it."""
+    lora = doc.engine.lora
+    if lora is None:
+        return None
+    if model.shape is None:
+        raise InputError("engine.lora", "sizing LoRA slots needs the model's config.json (model.config or catalogue)")
+    spec = LoraSpec(lora.max_loras, lora.max_lora_rank, lora.max_cpu_loras,
+                    tuple(lora.target_modules) if lora.target_modules is not None else None)  # fmt: skip
+    rules = rules_for(version)
+    check_lora(spec, rules.version, rules.label, model.shape)
+    return spec
 
 
 def _gpu_total(doc: PlanDocument) -> int | None:
@@ -386,7 +403,24 @@ def _apply_whatif(whatif: WhatIfDoc | None, plan: PlanInput) -> PlanInput:
         plan = set_engine(plan, gpu_memory_utilization=whatif.gpu_memory_utilization).plan
     if whatif.quantization is not None:
         plan = set_quantization(plan, whatif.quantization).plan
+    if whatif.max_loras is not None or whatif.max_lora_rank is not None:
+        plan = _lora_whatif(plan, whatif)
     return _quantization_notes(plan)
+
+
+def _lora_whatif(plan: PlanInput, whatif: WhatIfDoc) -> PlanInput:
+    """LoRA slots moved on top of the measured run (its rows keep the run's LoRA, ``lora_in_run``)."""
+    base = plan.engine.lora or LoraSpec()
+    spec = replace(base, max_loras=whatif.max_loras or base.max_loras,
+                   max_lora_rank=whatif.max_lora_rank or base.max_lora_rank)  # fmt: skip
+    if plan.model.shape is None:
+        raise InputError("whatif.max_loras", "sizing LoRA slots needs the model's config.json")
+    rules = rules_for(plan.vllm_version)
+    try:
+        check_lora(spec, rules.version, rules.label, plan.model.shape)
+    except InputError as exc:
+        raise InputError(exc.field.replace("engine.lora.", "whatif."), exc.message) from None
+    return replace(plan, engine=replace(plan.engine, lora=spec))
 
 
 #: What a `Prepared` cache holds: a base plan (before the what-if) with the what-if its log adds,

@@ -20,11 +20,13 @@ from app.core import ledger as core_ledger
 from app.core.exports import FORMATS, ExportError, missing_model, pairs_of, serve_command
 from app.core.gpus import PRESETS
 from app.core.kvspec import KV_CACHE_DTYPES
+from app.core.lora import allowed_ranks
+from app.core.versions import parse_version, rules_for
 from app.services import plan_query, plans
 from app.web import querystring
 from app.web.formatting import gib, intcomma, ratio
 from app.web.plan import charts, views
-from app.web.plan.rank_table import RANK_LABELS, rank_count, rank_table
+from app.web.plan.rank_table import rank_columns, rank_count, rank_table
 from app.web.plan.views import PlanView
 from app.web.size.links import size_link
 
@@ -84,6 +86,9 @@ def form_context(query: Mapping[str, str], result: Mapping[str, Any] | None, has
         )
         if not form["gpu"] and not has_base:
             form["gpu"] = plan_query.DEFAULT_GPU_NAME
+        lora = engine.get("lora") or {}
+        form["loras"] = form["loras"] or str(lora.get("max_loras") or "")
+        form["lora_rank"] = form["lora_rank"] or str(lora.get("max_lora_rank") or "")
         placeholders = {
             "ranks": str(layout["ranks"]), "vllm": str(result["vllm_version"]),
             "max_model_len": str(engine["max_model_len"]), "max_num_seqs": str(engine["max_num_seqs"]),
@@ -103,6 +108,7 @@ def form_context(query: Mapping[str, str], result: Mapping[str, Any] | None, has
             "kv_dtypes": [(d, d) for d in KV_CACHE_DTYPES],
             "block_sizes": [(str(b), str(b)) for b in BLOCK_SIZES],
             "quant": quant_options(result, query),
+            "lora_ranks": lora_rank_options(result),
         },
         "show_memory": not has_base,
         "gpu_presets": gpu_options(),
@@ -114,6 +120,12 @@ def form_context(query: Mapping[str, str], result: Mapping[str, Any] | None, has
 def gpu_options() -> tuple[tuple[str, str], ...]:
     """(name, label) of every GPU preset for the GPU field's list: the total vLLM budgets against."""
     return tuple((p.name, f"{p.total_bytes / 1024**3:.2f} GiB usable (torch's total)") for p in PRESETS)
+
+
+def lora_rank_options(result: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """The max-LoRA-rank select: the ranks the plan's vLLM version accepts (app.core.lora)."""
+    version = parse_version(str(result["vllm_version"])) if result is not None else rules_for(None).version
+    return [("", "16 (vLLM's default)"), *((str(r), str(r)) for r in allowed_ranks(version))]
 
 
 def quant_options(result: Mapping[str, Any] | None, query: Mapping[str, str]) -> list[tuple[str, str]]:
@@ -318,7 +330,7 @@ def plan_context(view: PlanView, form: bool = True) -> dict[str, Any]:
     url_param = quote_plus(view.url)
     context.update(
         result=result, charts=charts.plan_charts(result), kpis=kpis(result), admission=admission(result),
-        rank_rows=rows, rank_note=note, rank_columns=RANK_LABELS,
+        rank_rows=rows, rank_note=note, rank_columns=tuple(label for _, label in rank_columns(result)),
         rows_kind=rows_kind(result), json_url=f"/plan.json{query}",
         compare_url=f"/compare?a={url_param}&b={url_param}",  # = page_url("/compare", {"a": url, "b": url})
         sim_url=f"/sim{query}",

@@ -17,6 +17,18 @@ RANK_COLUMNS = (
     ("stranded_bytes", "stranded"),
 )
 RANK_LABELS = tuple(label for _, label in RANK_COLUMNS)
+#: Rows shown only when a plan has them (issue 15: LoRA slots, the speculative draft), before KV.
+OPTIONAL_COLUMNS = (("lora_row_bytes", "LoRA"), ("speculative_row_bytes", "draft"))
+
+
+def rank_columns(result: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The rank table's columns: the fixed rows, plus each optional row some rank carries."""
+    ranks = result["ranks"][:64]
+    extra = tuple(c for c in OPTIONAL_COLUMNS if any(r.get(c[0]) is not None for r in ranks))
+    if not extra:
+        return RANK_COLUMNS
+    at = next(i for i, (key, _) in enumerate(RANK_COLUMNS) if key == "kv_bytes")
+    return (*RANK_COLUMNS[:at], *extra, *RANK_COLUMNS[at:])
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,11 +59,12 @@ def rank_table(result: Mapping[str, Any]) -> tuple[list[RankRow], str]:
                 "that will not start. The JSON twin lists every rank.")
         ranks = notable
     rows = []
+    columns = rank_columns(result)
     for r in ranks:
         sources = r.get("sources") or {}
         rows.append(RankRow(
             rank=str(r.get("rank")), binding=bool(r.get("binding")),
-            cells=[(gib(r.get(key)), sources.get(key, "")) for key, _ in RANK_COLUMNS],
+            cells=[(gib(r.get(key)), sources.get(key, "")) for key, _ in columns],
             blocks=intcomma(r.get("blocks")), tokens=intcomma(r.get("tokens")),
             starts="yes" if r.get("will_start") else "NO",
         ))
@@ -71,6 +84,7 @@ def _group_rows(result: Mapping[str, Any]) -> list[RankRow]:
     ranks, groups = result["ranks"], result.get("rank_groups") or []
     order = sorted(range(len(ranks)), key=lambda i: (not ranks[i].get("binding"), ranks[i].get("kv_bytes") or 0))
     rows = []
+    columns = rank_columns(result)
     for i in order[: charts.MAX_BARS]:
         r, group = ranks[i], groups[i] if i < len(groups) else {}
         sources = r.get("sources") or {}
@@ -79,7 +93,7 @@ def _group_rows(result: Mapping[str, Any]) -> list[RankRow]:
             rank=f"{r.get('rank')} ({intcomma(count)} ranks: {group.get('ranks')})" if count > 1
             else str(r.get("rank")),
             binding=bool(r.get("binding")),
-            cells=[(gib(r.get(key)), sources.get(key, "")) for key, _ in RANK_COLUMNS],
+            cells=[(gib(r.get(key)), sources.get(key, "")) for key, _ in columns],
             blocks=intcomma(r.get("blocks")), tokens=intcomma(r.get("tokens")),
             starts="yes" if r.get("will_start") else "NO",
         ))  # fmt: skip
