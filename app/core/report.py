@@ -248,6 +248,8 @@ def result_to_dict(result: PlanResult, levers: list[JSON] | None = None) -> JSON
         "max_concurrency_at_max_model_len": round(adm.max_concurrency_at_max_model_len, 4),
         "vllm_kv_cache_size_tokens": adm.vllm_kv_cache_size_tokens,
         "fits_max_model_len": adm.fits_max_model_len,
+        # vLLM's null block (one block is never handed out): a max_model_len request is schedulable
+        "servable_max_model_len": adm.servable_max_model_len,
         "largest_max_model_len": adm.largest_max_model_len,
         "stranded_bytes": adm.stranded_bytes,
         "will_start": all(lg.will_start for lg in result.ledgers) and adm.fits_max_model_len,

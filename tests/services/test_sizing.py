@@ -47,6 +47,8 @@ def plan_meets(plan: JSON, dp: int, target: JSON, mml: int) -> bool:
     """The target, checked on a plan result by itself (the issue's words, not the search's code)."""
     if not plan["will_start"] or plan["engine"]["max_model_len"] != mml:
         return False
+    if not (plan["fits_max_model_len"] and plan["servable_max_model_len"]):
+        return False  # one request of max_model_len must fit the usable blocks (vLLM's null block held back)
     per_engine = min(plan["concurrency_ceiling"] or 0, plan["max_num_seqs"])
     if target.get("concurrency") and per_engine * dp < target["concurrency"]:
         return False

@@ -54,7 +54,12 @@ def test_bodies_carry_their_real_schemas_and_errors_their_one_shape() -> None:
     assert body_ref("post", "/api/v1/simulate") == body_ref("post", "/api/v1/sim/jobs") == "SimulationDocument"
     assert body_ref("post", "/api/v1/size") == "SizingDocument"
     assert set(components["PlanComparison"]["required"]) == {"a", "b"}
-    assert "text" in components[body_ref("post", "/api/v1/import/log", "multipart/form-data")]["properties"]
+    for path in ("/api/v1/import/log", "/api/v1/import/nvidia-smi"):  # the text imports' three body forms
+        content = paths[path]["post"]["requestBody"]["content"]
+        assert set(content) == {"application/json", "multipart/form-data", "application/x-www-form-urlencoded"}
+        assert all("text" in form["schema"]["properties"] for form in content.values()), path
+        assert "file" in content["multipart/form-data"]["schema"]["properties"]
+        assert content["application/json"]["schema"]["required"] == ["text"]
     assert {"model", "gpu", "ranks", "layout"} <= set(components["PlanDocument"]["properties"])
     assert "HTTPValidationError" not in components  # FastAPI's 422 shape is never what KV Ledger sends
     for path, operations in paths.items():

@@ -39,8 +39,14 @@ def _lengths(description: str) -> dict[str, Any]:
               "description": "measured lengths, drawn uniformly"}
     lognormal = _obj({
         "lognormal": _obj({"mean": _num(-50.0, 50.0), "sigma": _num(0.0, 10.0)}, ("mean", "sigma")),
+        "median": _num(1.0, MAX_TOKENS), "p99": _num(1.0, MAX_TOKENS),
         "min": _int(1, MAX_TOKENS), "max": _int(1, MAX_TOKENS),
-    }, ("lognormal",), "a lognormal (of ln tokens), clipped to [min, max]")
+    }, (), "a lognormal clipped to [min, max]: μ and σ of ln tokens, or median and p99 in tokens (p99 ≥ median)")
+    either = ({"required": ["median"]}, {"required": ["p99"]})
+    lognormal["oneOf"] = [  # io._lengths: lognormal, or median with p99, never both
+        {"required": ["lognormal"], "not": {"anyOf": list(either)}},
+        {"required": ["median", "p99"], "not": {"required": ["lognormal"]}},
+    ]
     return {"description": description, "anyOf": [listed, lognormal]}
 
 
@@ -50,6 +56,7 @@ def simulation_document_schema() -> dict[str, Any]:
         "pool": _obj({"blocks": _int(2, MAX_BLOCKS, "KV blocks of the binding rank (one is vLLM's null block)"),
                       "block_size": _int(1, 4096, "tokens per block")}, ("blocks",)),
         "pool_source": {"type": "string", "description": "where the pool came from (echoed)"},
+        "cost_source": {"type": "string", "description": "where the step-cost model came from (echoed)"},
         "plan": {"type": "object", "description": "a plan document: the pool of its binding rank (instead of pool)"},
         "workload": _obj({
             "prompt_tokens": _lengths("prompt lengths"),
