@@ -77,6 +77,7 @@ CASES: tuple[Case, ...] = (
          262144, interconnect="nvlink"),
     Case("18-v0110-qwen3-vl-30b-a3b-4x3090-tp4.log", 0, "qwen3-vl-30b-a3b-instruct", "RTX 3090 24GB", "0.11.0", 4,
          0.9, 65536, interconnect="pcie"),
+    Case("24-v0190-gpt-oss-20b-a100-80gb-tp1-util065.log", 0, "gpt-oss-20b", "A100 80GB", "0.19.0", 1, 0.65, 131072),
     # public/ (sourced in public/index.json)
     # public/01 is the branch of PR #10511, i.e. the profiling code that shipped in v0.6.5 (551603fef)
     Case(P + "01-v064dev-llama3-8b-h100-tp1-tp2-profiling-table.log", 0, "llama-3.1-8b", "H100 80GB", "0.6.5", 1, 0.9,

@@ -67,6 +67,7 @@ EXCEPTIONS = {
 }
 # Compared by the tests below this table instead of CASES
 OTHER_TESTS = {
+    "24-v0190-gpt-oss-20b-a100-80gb-tp1-util065.log",
     "public/39-v072-qwen25-32b-2xl40s-tp2-v0-rows.log",
     "public/43-v064post1-qwen25-72b-gptq-48gb-tp1-mml-fail.log",
 }
@@ -119,6 +120,15 @@ def test_qwen25_32b_two_ranks_from_the_catalogue_shape() -> None:
     logged = logged_weights_gib(LOGS / "public/39-v072-qwen25-32b-2xl40s-tp2-v0-rows.log")
     ours = weights_per_rank(weights_model(get_model("qwen2.5-32b").config_dict()), 2).nbytes / GIB
     assert ours == pytest.approx(logged, rel=0.02)
+
+
+def test_gpt_oss_20b_on_an_a100_takes_marlin() -> None:
+    # file 24 (v0.19.0, A100 80GB: no native FP4, so the MXFP4 experts load through Marlin): 13.72 GiB
+    from app.ingest.catalogue import get_model
+
+    model = weights_model(get_model("gpt-oss-20b").config_dict())
+    logged = logged_weights_gib(LOGS / "24-v0190-gpt-oss-20b-a100-80gb-tp1-util065.log")
+    assert weights_per_rank(model, 1, mxfp4_backend="marlin").nbytes / GIB == pytest.approx(logged, rel=0.02)
 
 
 def test_qwen25_72b_gptq_int4_from_the_catalogue_shape() -> None:
