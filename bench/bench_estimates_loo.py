@@ -28,8 +28,8 @@ from estimate_cases import CASES, CONFIG_VARIANTS, LOGS, SKIPS, Case, real_logs
 
 from app.core.calibration import DEFAULT, Calibration, Observation, fit
 from app.core.cudagraphs import graph_terms
-from app.core.estimates import EstimateContext, estimate_ranks
-from app.core.gpus import resolve_gpu
+from app.core.estimates import EstimateContext, estimate_ranks, mxfp4_backend_for
+from app.core.gpus import compute_capability, resolve_gpu
 from app.core.kvspec import pp_layer_split
 from app.core.ledger import Cell
 from app.core.model_config import shape_from_config
@@ -123,6 +123,7 @@ def context(case: Case, cal: Calibration) -> tuple[EstimateContext, int]:
         case.tp, case.pp, case.max_num_batched_tokens or mnbt, case.max_num_seqs or seqs, case.enforce_eager, rules,
         expert_parallel=case.expert_parallel, v1=v1, interconnect=case.interconnect,  # type: ignore[arg-type]
         vision=vision, calibration=cal, max_model_len=case.max_model_len,  # type: ignore[arg-type]
+        mxfp4_backend=mxfp4_backend_for(compute_capability(case.gpu)),
     )  # fmt: skip
     return ctx, total
 

@@ -57,6 +57,7 @@ class EstimateContext:
     vision: VisionGeometry | None = None
     calibration: Calibration = field(default=DEFAULT)
     max_model_len: int | None = None
+    mxfp4_backend: str = "triton"  # see mxfp4_backend_for
 
     @property
     def uses_v1(self) -> bool:
@@ -64,15 +65,26 @@ class EstimateContext:
         return self.v1 if self.v1 is not None else self.rules.version >= (0, 8, 0)
 
 
+def mxfp4_backend_for(capability: tuple[int, int] | None) -> str:
+    """The MXFP4 MoE backend whose weight layout vLLM keeps (gpt-oss): below compute capability 9.0
+    (Ampere, Ada) vLLM always takes Marlin's weight-only FP4 path — `get_mxfp4_backend`,
+    vllm/model_executor/layers/quantization/mxfp4.py @15b8fef45 (v0.10.2): `capability[0] < 9` →
+    MARLIN; `select_mxfp4_moe_backend`, fused_moe/oracle/mxfp4.py @8f121f787: triton_kernels need
+    9.0 ≤ cc < 11.0. Hopper and Blackwell (and an unknown card): the Triton layout is assumed."""
+    return "marlin" if capability is not None and capability < (9, 0) else "triton"
+
+
 def embedding_bytes(shape: ModelShape) -> int:
     """Input embedding bytes (the LM head is the same size when untied)."""
     return (shape.vocab_size or 0) * shape.hidden_size * _DTYPE_BYTES.get(shape.dtype, 2)
 
 
-def weights_per_stage(shape: ModelShape, tp: int, pp: int) -> tuple[int, ...]:
+def weights_per_stage(shape: ModelShape, tp: int, pp: int, mxfp4_backend: str = "triton") -> tuple[int, ...]:
     """Estimated weight bytes on one rank of each pipeline stage (``app.core.weights``)."""
     if shape.weights is not None:
-        return tuple(e.nbytes for e in weights.weights_per_stage(shape, tp, pp))
+        return tuple(
+            weights.weights_per_rank(shape, tp, pp, r, mxfp4_backend=mxfp4_backend).nbytes for r in range(pp)
+        )
     embed = embedding_bytes(shape)
     head = embed if (not shape.tie_word_embeddings or pp > 1) else 0
     layer_bytes = max(0, shape.weight_bytes - embed - (0 if shape.tie_word_embeddings else embed))
@@ -162,14 +174,14 @@ def _row_cells(shape: ModelShape, ctx: EstimateContext) -> tuple[Cell, Cell, Cel
 def _weights_note(shape: ModelShape, ctx: EstimateContext, stage: int) -> str:
     if shape.weights is None:
         return "checkpoint bytes / TP for this stage"
-    return weights.weights_per_rank(shape, ctx.tp, ctx.pp, stage).explain()
+    return weights.weights_per_rank(shape, ctx.tp, ctx.pp, stage, mxfp4_backend=ctx.mxfp4_backend).explain()
 
 
 def estimate_ranks(
     shape: ModelShape, ctx: EstimateContext, total_bytes: int, free_at_start: int | None
 ) -> tuple[RankInput, ...]:
     """Estimated rows for every rank of one engine (tp × pp ranks)."""
-    stages = weights_per_stage(shape, ctx.tp, ctx.pp)
+    stages = weights_per_stage(shape, ctx.tp, ctx.pp, ctx.mxfp4_backend)
     non_torch_cell, graphs_cell, act_mid, act_last = _row_cells(shape, ctx)
     total = Cell(total_bytes, "measured", "GPU memory size")
     free = Cell(free_at_start, "measured") if free_at_start is not None else None

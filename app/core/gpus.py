@@ -156,3 +156,22 @@ def preset_rows() -> list[dict[str, object]]:
         }
         for p in PRESETS
     ]
+
+
+# NVIDIA compute capability by card family (CUDA's compute-capability table), for vLLM rules that
+# depend on the architecture. None for AMD cards and names outside these families.
+_CAPABILITY: tuple[tuple[str, tuple[int, int]], ...] = (
+    (r"\b(a100|a800|a30)\b", (8, 0)),
+    (r"\b(a10g?|a40|a6000|rtx\s*a6000|rtx\s*30[5-9]0|30[5-9]0)\b", (8, 6)),
+    (r"\b(l4|l40s?|rtx\s*40[6-9]0|40[6-9]0|6000\s*ada)\b", (8, 9)),
+    (r"\b(h100|h800|h200|h20|gh200)\b", (9, 0)),
+    (r"\b(b200|b300|gb200|gb300)\b", (10, 0)),
+    (r"\b(gb10|dgx\s*spark)\b", (12, 1)),
+    (r"\b(rtx\s*50[6-9]0|50[6-9]0|rtx\s*pro\s*6000)\b", (12, 0)),
+)
+
+
+def compute_capability(name: str | None) -> tuple[int, int] | None:
+    """The CUDA compute capability of a card named like a preset or an nvidia-smi product string."""
+    text = (name or "").lower()
+    return next((cc for pattern, cc in _CAPABILITY if re.search(pattern, text)), None)

@@ -15,9 +15,10 @@ from app.core.admission import Admission, AdmissionPolicy, admit
 from app.core.budget import UniformBudget, uniform_budget
 from app.core.cudagraphs import CudagraphMode
 from app.core.errors import InputError
-from app.core.estimates import EstimateContext
+from app.core.estimates import EstimateContext, mxfp4_backend_for
 from app.core.extra_rows import ExtraInputs, RankExtras, with_extra_rows
 from app.core.free_gap import free_gap_message
+from app.core.gpus import compute_capability
 from app.core.kvspec import RankKV, rank_kv, rank_kv_uniform
 from app.core.ledger import LedgerRules, RankInput, RankLedger, work_out
 from app.core.lora import LoraSpec
@@ -142,9 +143,11 @@ def check_rank_count(layout: Layout, count: int, partial: bool = False) -> None:
 
 
 def estimate_context(
-    layout: Layout, engine: Engine, vllm_version: str, tp: int | None = None, vision: VisionGeometry | None = None
-) -> EstimateContext:
-    """What the row estimates depend on besides the model (optionally at another TP degree)."""
+    layout: Layout, engine: Engine, vllm_version: str, tp: int | None = None, vision: VisionGeometry | None = None,
+    gpu_name: str | None = None,
+) -> EstimateContext:  # fmt: skip
+    """What the row estimates depend on besides the model (optionally at another TP degree); the card's
+    name, where known, picks the MXFP4 weight layout vLLM uses on it (estimates.mxfp4_backend_for)."""
     return EstimateContext(
         tp or layout.tp,
         layout.pp,
@@ -157,6 +160,7 @@ def estimate_context(
         cudagraph_mode=engine.cudagraph_mode,
         vision=vision,
         max_model_len=engine.max_model_len,
+        mxfp4_backend=mxfp4_backend_for(compute_capability(gpu_name)),
     )
 
 

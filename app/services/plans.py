@@ -377,7 +377,7 @@ def _estimated_ranks(
     assert gpu is not None  # guaranteed by PlanDocument validation
     if model.shape is None:
         raise InputError("gpu", "estimated rows need the model's shape: give model.config or model.catalogue")
-    ctx = estimate_context(layout, engine, version, vision=model.vision)
+    ctx = estimate_context(layout, engine, version, vision=model.vision, gpu_name=gpu.name)
     ranks = _estimate_ranks(model.shape, ctx, gpu.total, gpu.free_at_start)
     if gpu.count and gpu.count != len(ranks):
         ranks = tuple(replace(ranks[i % len(ranks)], label=str(i)) for i in range(gpu.count))

@@ -83,3 +83,16 @@ def test_nvidia_smi_import_maps_cards_to_preset_totals() -> None:
     gpu = out["gpus"][0]
     assert gpu["preset"] == "H100 80GB" and gpu["vllm_total_bytes"] == resolve_gpu("H100 80GB").total_bytes
     assert any(f["code"] == "gpu_preset_total" and "H100 80GB preset" in f["message"] for f in out["findings"])
+
+
+def test_compute_capability_by_family() -> None:
+    from app.core.gpus import PRESETS, compute_capability
+
+    assert compute_capability("NVIDIA A100-SXM4-80GB") == (8, 0)
+    assert compute_capability("RTX 3090 24GB") == (8, 6) and compute_capability("A10 24GB") == (8, 6)
+    assert compute_capability("L40S 48GB") == (8, 9) and compute_capability("NVIDIA GeForce RTX 4090") == (8, 9)
+    assert compute_capability("NVIDIA H100 80GB HBM3") == (9, 0) and compute_capability("H20 141GB") == (9, 0)
+    assert compute_capability("B200 192GB") == (10, 0) and compute_capability("RTX 5090 32GB") == (12, 0)
+    assert compute_capability("MI300X 192GB") is None and compute_capability(None) is None
+    # every NVIDIA preset has one
+    assert all(compute_capability(p.name) for p in PRESETS if not p.name.startswith("MI"))
