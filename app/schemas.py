@@ -102,6 +102,29 @@ class LoraDoc(_Strict):
     )
 
 
+class DraftModelDoc(_Strict):
+    """The draft of ``engine.speculative``: a catalogue name or its config.json (``name``: the HF id
+    or path the flag gives vLLM)."""
+
+    catalogue: str | None = None
+    config: dict[str, Any] | None = None
+    name: str | None = Field(default=None, max_length=300)
+
+    @model_validator(mode="after")
+    def _one(self) -> DraftModelDoc:
+        if (self.catalogue is None) == (self.config is None):
+            raise ValueError("give exactly one of catalogue (a model name) or config (the draft's config.json)")
+        return self
+
+
+class SpeculativeDoc(_Strict):
+    """``engine.speculative``: vLLM's --speculative-config (method, draft model, tokens per step)."""
+
+    method: Literal["eagle", "eagle3", "mtp", "draft_model", "ngram"] | None = None  # required (services)
+    model: DraftModelDoc | None = None
+    num_speculative_tokens: int | None = Field(default=None, ge=1, le=64)
+
+
 class EngineDoc(_Strict):
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
     kv_cache_memory_bytes: Size | None = None
@@ -116,6 +139,7 @@ class EngineDoc(_Strict):
     disable_hybrid_kv_cache_manager: bool = False
     cudagraph_mode: Literal["auto", "NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"] = "auto"
     lora: LoraDoc | None = None
+    speculative: SpeculativeDoc | None = None
 
 
 class PolicyDoc(_Strict):

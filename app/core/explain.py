@@ -170,7 +170,17 @@ def _admission_entries(result: PlanResult, kv_inputs: str) -> JSON:
             "inputs": kv_inputs,
         }
     }
-    if adm.concurrency_ceiling is not None and plan.policy.avg_live_tokens:
+    spec = plan.engine.speculative
+    ahead = spec.lookahead_tokens if spec is not None else 0
+    if adm.concurrency_ceiling is not None and plan.policy.avg_live_tokens and ahead:
+        out["concurrency_ceiling"] = {
+            "formula": "floor(schedulable_tokens / (avg_live_tokens + lookahead tokens)) — vLLM's scheduler reserves "
+            "num_speculative_tokens slots per running request (num_lookahead_tokens, vllm/v1/core/sched/scheduler.py)",
+            "values": f"{adm.schedulable_tokens:,} // ({plan.policy.avg_live_tokens:,} + {ahead})",
+            "result": f"{adm.concurrency_ceiling:,}",
+            "inputs": kv_inputs,
+        }
+    elif adm.concurrency_ceiling is not None and plan.policy.avg_live_tokens:
         out["concurrency_ceiling"] = {
             "formula": "floor(schedulable_tokens / avg_live_tokens)",
             "values": f"{adm.schedulable_tokens:,} // {plan.policy.avg_live_tokens:,}",

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from app.core.ledger import Cell, RankInput
 from app.core.lora import LoraSpec, LoraTerms, lora_terms
 from app.core.shape import ModelShape
+from app.core.speculative import SpecSpec, draft_weight_bytes
 from app.core.units import fmt_bytes
 from app.core.versions import Version
 
@@ -47,6 +48,7 @@ class ExtraInputs:
     max_num_batched_tokens: int
     lora: LoraSpec | None = None
     lora_in_run: LoraSpec | None = None  # the LoRA the measured rows were taken under (None: off)
+    speculative: SpecSpec | None = None
 
 
 def _measured(cell: Cell | None) -> bool:
@@ -95,7 +97,7 @@ def with_extra_rows(
     """The ranks with their ``lora`` row attached (stage of rank i: ``(i // tp) % pp``), and each
     rank's estimates. Ranks built from the same cells share one row (the ledger computes them once)."""
     if inp.lora is None and inp.lora_in_run is None:
-        return ranks, tuple(RankExtras() for _ in ranks)
+        return _with_draft(ranks, inp, tuple(RankExtras() for _ in ranks))
     out: list[RankInput] = []
     extras: list[RankExtras] = []
     rows: dict[tuple[int, int, int, int], tuple[Cell | None, Cell | None]] = {}
@@ -108,4 +110,22 @@ def with_extra_rows(
         cell, room = rows[key]
         out.append(rank if cell is None else replace(rank, lora=cell, kv_room=room))
         extras.append(RankExtras(now.slot_bytes, now.profile_bytes, now.modules) if now is not None else RankExtras())
-    return tuple(out), tuple(extras)
+    return _with_draft(tuple(out), inp, tuple(extras))
+
+
+def _with_draft(
+    ranks: tuple[RankInput, ...], inp: ExtraInputs, extras: tuple[RankExtras, ...]
+) -> tuple[tuple[RankInput, ...], tuple[RankExtras, ...]]:
+    """The ``speculative`` row: the draft's weights on ranks whose weights are estimated (measured
+    weights hold the run's drafter: "Model loading took" includes it)."""
+    spec = inp.speculative
+    if spec is None:
+        return ranks, extras
+    nbytes, note = draft_weight_bytes(inp.shape, spec, inp.tp)
+    estimated = Cell(nbytes, "estimated", note)
+    held = Cell(0, "derived", f"inside the measured weights ('Model loading took' includes the drafter); {note}")
+    out = tuple(
+        r if r.kv_room is not None else replace(r, speculative=held if _measured(r.weights) else estimated)
+        for r in ranks
+    )
+    return out, tuple(replace(e, speculative_bytes=nbytes) for e in extras)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from app.core.admission import Admission, AdmissionPolicy, admit
 from app.core.budget import UniformBudget, uniform_budget
@@ -24,6 +24,7 @@ from app.core.ledger import LedgerRules, RankInput, RankLedger, work_out
 from app.core.lora import LoraSpec
 from app.core.nontorch import Interconnect
 from app.core.shape import ModelShape
+from app.core.speculative import SpecSpec, draft_kv_bytes_per_token, draft_layers, with_draft_kv
 from app.core.units import fmt_bytes
 from app.core.versions import VersionRules, rules_for
 from app.core.vision import VisionGeometry
@@ -68,6 +69,7 @@ class Engine:
     cudagraph_mode: CudagraphMode = "auto"  # "auto": the version's default
     lora: LoraSpec | None = None  # --enable-lora with its slots (app.core.lora)
     lora_in_run: LoraSpec | None = None  # the LoRA measured rows were taken under (app.core.extra_rows)
+    speculative: SpecSpec | None = None  # --speculative-config (app.core.speculative)
 
 
 @dataclass(frozen=True)
@@ -168,11 +170,26 @@ def kv_spec(plan: PlanInput) -> RankKV:
     """The per-rank KV geometry of the plan's model, layout and cache settings."""
     engine, layout = plan.engine, plan.layout
     if plan.model.shape is not None:
-        return _rank_kv(
+        rkv = _rank_kv(
             plan.model.shape, layout.tp, layout.pp, layout.dcp, engine.kv_cache_dtype, engine.block_size,
             not engine.disable_hybrid_kv_cache_manager,
         )  # fmt: skip
-    return rank_kv_uniform(plan.model.kv_bytes_per_token or 0, engine.block_size)
+    else:
+        rkv = rank_kv_uniform(plan.model.kv_bytes_per_token or 0, engine.block_size)
+    spec = engine.speculative
+    if spec is None:
+        return rkv
+    bpt = draft_kv_bytes_per_token(rkv, plan.model.shape, spec, layout.tp, engine.kv_cache_dtype)
+    return with_draft_kv(rkv, bpt, draft_layers(plan.model.shape, spec))
+
+
+def draft_kv_bpt(plan: PlanInput, rkv: RankKV) -> int:
+    """The draft's share of the pool's bytes per token (0 without speculative decoding)."""
+    spec = plan.engine.speculative
+    if spec is None:
+        return 0
+    target = kv_spec(replace(plan, engine=replace(plan.engine, speculative=None)))
+    return rkv.kv_bytes_per_token - target.kv_bytes_per_token
 
 
 @functools.lru_cache(maxsize=512)
@@ -205,7 +222,7 @@ def compute(plan: PlanInput, rkv: RankKV | None = None) -> PlanResult:
         max_num_batched_tokens=plan.engine.max_num_batched_tokens,
         max_num_seqs=plan.engine.max_num_seqs,
         growth_reserve=plan.policy.growth_reserve,
-        avg_live_tokens=plan.policy.avg_live_tokens,
+        avg_live_tokens=_live_with_lookahead(plan),
         kv_size_is_derived=rules.kv_size_is_derived,
         null_block_in_check=rules.null_block_in_check,
         null_block_exists=rules.null_block_exists,
@@ -219,14 +236,22 @@ def compute(plan: PlanInput, rkv: RankKV | None = None) -> PlanResult:
     return PlanResult(plan, rules, rkv, ledgers, admission, budget, warnings(result), extras)
 
 
+def _live_with_lookahead(plan: PlanInput) -> int | None:
+    """Live tokens per request plus the lookahead slots vLLM's scheduler reserves for each running
+    request (``num_lookahead_tokens``, vllm/v1/core/sched/scheduler.py): the concurrency ceiling's divisor."""
+    live, spec = plan.policy.avg_live_tokens, plan.engine.speculative
+    return live + spec.lookahead_tokens if live is not None and spec is not None else live
+
+
 def extra_rows(plan: PlanInput, rules: VersionRules) -> tuple[tuple[RankInput, ...], tuple[RankExtras, ...]]:
     """The ranks with the rows LoRA adds (app.core.extra_rows); unchanged when it is off."""
     engine, shape = plan.engine, plan.model.shape
-    if (engine.lora is None and engine.lora_in_run is None) or shape is None:
+    if (engine.lora is None and engine.lora_in_run is None and engine.speculative is None) or shape is None:
         return plan.ranks, ()
     inputs = ExtraInputs(
         shape, plan.layout.tp, plan.layout.pp, plan.layout.expert_parallel, rules.version,
         engine.max_num_batched_tokens, lora=engine.lora, lora_in_run=engine.lora_in_run,
+        speculative=engine.speculative,
     )  # fmt: skip
     return with_extra_rows(plan.ranks, inputs)
 
@@ -259,6 +284,13 @@ def warnings(result: PlanResult) -> tuple[Warning, ...]:
             )
         )
     out += _spread_warnings(result)
+    spec = plan.engine.speculative
+    if spec is not None and result.rkv.is_hybrid and draft_layers(plan.model.shape, spec):
+        out.append(Warning("draft_kv_not_modelled", f"the {spec.method} draft's attention layers join a hybrid KV "
+                           "pool, which this plan does not model: its bytes per token leave the draft's KV out"))
+    if spec is not None and spec.method in ("eagle", "eagle3", "draft_model") and spec.draft_name is None:
+        out.append(Warning("draft_unnamed", "the draft model has no name: put its HF id or path in "
+                           "--speculative-config's \"model\""))
     if adm.binding_limit == "max_num_seqs" and adm.concurrency_ceiling is not None:
         out.append(
             Warning(

@@ -11,7 +11,7 @@ from app.core.budget import UniformBudget
 from app.core.explain import explain
 from app.core.ledger import Cell, RankLedger
 from app.core.lora import LoraSpec
-from app.core.plan import PlanResult
+from app.core.plan import PlanResult, draft_kv_bpt
 from app.core.rank_groups import FULL_RANKS_MAX, group_indexes, group_json, histogram, shown_groups, spread
 from app.core.vllm_flags import flag_strings, plan_flags, uniform_budget_flag
 from app.core.warning_groups import group_warnings
@@ -172,6 +172,18 @@ def _lora_json(spec: LoraSpec | None) -> JSON | None:
     }
 
 
+def _spec_json(result: PlanResult) -> JSON | None:
+    spec = result.plan.engine.speculative
+    if spec is None:
+        return None
+    return {
+        "method": spec.method,
+        "model": spec.draft_name,
+        "num_speculative_tokens": spec.num_speculative_tokens,
+        "lookahead_tokens_per_request": spec.lookahead_tokens,
+    }
+
+
 def flags(result: PlanResult) -> list[str]:
     """The vLLM command-line flags that deploy this plan (from the one mapping in app.core.vllm_flags)."""
     return flag_strings(plan_flags(result))
@@ -221,6 +233,7 @@ def result_to_dict(result: PlanResult, levers: list[JSON] | None = None) -> JSON
             "num_gpu_blocks_override": plan.engine.num_gpu_blocks_override,
             "disable_hybrid_kv_cache_manager": plan.engine.disable_hybrid_kv_cache_manager,
             "lora": _lora_json(plan.engine.lora),
+            "speculative": _spec_json(result),
         },
         "policy": {
             "growth_reserve": plan.policy.growth_reserve,
@@ -228,6 +241,8 @@ def result_to_dict(result: PlanResult, levers: list[JSON] | None = None) -> JSON
             "avg_live_tokens": plan.policy.avg_live_tokens,
         },
         "kv_bytes_per_token": rkv.kv_bytes_per_token,
+        # issue 15: the draft's share of kv_bytes_per_token (its layers sit in the same block pool)
+        "draft_kv_bytes_per_token": draft_kv_bpt(plan, rkv) if plan.engine.speculative is not None else None,
         "kv_heads_per_rank": rkv.kv_heads_per_rank,
         "layers_on_rank": rkv.layers_on_rank,
         "page_bytes": rkv.page_bytes,

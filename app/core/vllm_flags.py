@@ -159,7 +159,20 @@ def plan_flags(result: PlanResult) -> list[tuple[str, FlagValue]]:
         value = _engine_value(result, spec)
         if _wanted(spec, value, result):
             out.append((spec.flag, _text(value)))
-    return out + _lora_flags(result)
+    return out + _lora_flags(result) + _speculative_flags(result)
+
+
+def _speculative_flags(result: PlanResult) -> list[tuple[str, FlagValue]]:
+    """``--speculative-config '{json}'`` (EngineArgs.speculative_config, vllm/engine/arg_utils.py: a JSON
+    object of SpeculativeConfig fields); the value is shell-quoted where flags are rendered."""
+    spec = result.plan.engine.speculative
+    if spec is None:
+        return []
+    body: dict[str, object] = {"method": spec.method}
+    if spec.draft_name is not None:
+        body["model"] = spec.draft_name
+    body["num_speculative_tokens"] = spec.num_speculative_tokens
+    return [("--speculative-config", json.dumps(body, separators=(", ", ": ")))]
 
 
 def _lora_flags(result: PlanResult) -> list[tuple[str, FlagValue]]:

@@ -100,6 +100,9 @@ KNOBS: tuple[Knob, ...] = (
     Knob("max_num_seqs", "engine.max_num_seqs", "int"),
     Knob("loras", "engine.lora.max_loras", "int", whatif="max_loras"),
     Knob("lora_rank", "engine.lora.max_lora_rank", "int", whatif="max_lora_rank"),
+    Knob("spec", "engine.speculative.method", "str"),  # eagle | eagle3 | mtp | draft_model | ngram
+    Knob("spec_tokens", "engine.speculative.num_speculative_tokens", "int"),
+    Knob("spec_model", "engine.speculative.model.catalogue", "str"),  # the draft (a catalogue name)
     Knob("growth", "policy.growth_reserve", "float", default="0", slider=(0, 0.5, 0.01)),
     Knob("reserve", "policy.operating_reserve", "size", default="0"),
     Knob("live", "policy.avg_live_tokens", "int"),

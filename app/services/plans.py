@@ -45,6 +45,7 @@ from app.core.whatif import Lever, levers, set_engine, set_max_num_batched_token
 from app.ingest.vllm_serve import serve_notes
 from app.schemas import PlanDocument, RankDoc, WhatIfDoc, validate_plan, validate_whatif
 from app.services.prepared import PureCache
+from app.services.speculative_doc import speculative_spec
 
 JSON = dict[str, Any]
 LogReader = Callable[[str], str]
@@ -195,6 +196,7 @@ def _base_plan(doc: PlanDocument) -> PlanInput:
         disable_hybrid_kv_cache_manager=engine_doc.disable_hybrid_kv_cache_manager,
         lora=_lora(doc, model, version),
         lora_in_run=_lora(doc, model, version) if doc.ranks else None,
+        speculative=speculative_spec(engine_doc.speculative, model.shape),
     )
     layout = Layout(
         tp=doc.layout.tp, pp=doc.layout.pp, dp=doc.layout.dp, dcp=doc.layout.dcp,

@@ -42,3 +42,17 @@ def test_a_rank_vllm_refuses_is_422_naming_the_field(client: TestClient, renders
     api = client.post("/api/v1/plan", json={"model": {"catalogue": "llama-3.1-8b"}, "gpu": {"total": "80 GiB"},
                                             "engine": {"lora": {"max_loras": 0}}})  # fmt: skip
     assert api.status_code == 422 and api.json()["error"]["field"] == "engine.lora.max_loras"
+
+
+def test_speculative_knobs_reach_the_plan(client: TestClient, renders: list[RenderEvent]) -> None:
+    query = {"model": "llama-3.1-8b", "spec": "draft_model", "spec_tokens": "4", "spec_model": "llama-3.2-1b"}
+    response = client.get("/plan?model=llama-3.1-8b&spec=draft_model&spec_tokens=4&spec_model=llama-3.2-1b")
+    assert response.status_code == 200
+    context = renders[0].context
+    expected = plans.run_plan(plan_query.plan_from_query(query))
+    assert context["result"]["draft_kv_bytes_per_token"] == expected["draft_kv_bytes_per_token"] > 0
+    assert "draft" in context["rank_columns"]
+    assert context["form"]["spec"] == "draft_model" and context["form"]["spec_tokens"] == "4"
+    assert "--speculative-config" in response.text
+    bad = client.get("/plan.json?model=llama-3.1-8b&spec=mtp&spec_tokens=2")
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "engine.speculative.method"

@@ -21,6 +21,7 @@ from app.core.exports import FORMATS, ExportError, missing_model, pairs_of, serv
 from app.core.gpus import PRESETS
 from app.core.kvspec import KV_CACHE_DTYPES
 from app.core.lora import allowed_ranks
+from app.core.speculative import METHODS as SPEC_METHODS
 from app.core.versions import parse_version, rules_for
 from app.services import plan_query, plans
 from app.web import querystring
@@ -89,6 +90,9 @@ def form_context(query: Mapping[str, str], result: Mapping[str, Any] | None, has
         lora = engine.get("lora") or {}
         form["loras"] = form["loras"] or str(lora.get("max_loras") or "")
         form["lora_rank"] = form["lora_rank"] or str(lora.get("max_lora_rank") or "")
+        spec = engine.get("speculative") or {}
+        form["spec"] = form["spec"] or str(spec.get("method") or "")
+        form["spec_tokens"] = form["spec_tokens"] or str(spec.get("num_speculative_tokens") or "")
         placeholders = {
             "ranks": str(layout["ranks"]), "vllm": str(result["vllm_version"]),
             "max_model_len": str(engine["max_model_len"]), "max_num_seqs": str(engine["max_num_seqs"]),
@@ -109,6 +113,8 @@ def form_context(query: Mapping[str, str], result: Mapping[str, Any] | None, has
             "block_sizes": [(str(b), str(b)) for b in BLOCK_SIZES],
             "quant": quant_options(result, query),
             "lora_ranks": lora_rank_options(result),
+            "spec_methods": [("", "off"), *((m, m) for m in SPEC_METHODS)],
+            "spec_models": [("", "— none (mtp, ngram) —"), *catalogue_options()],
         },
         "show_memory": not has_base,
         "gpu_presets": gpu_options(),
