@@ -124,6 +124,43 @@ def _lora_entries(result: PlanResult, label: str) -> JSON:
     }
 
 
+def _encoder_entries(result: PlanResult) -> JSON:
+    """The encoder cache held through vLLM's profile run (part of the activation row) and the
+    draft's share of the bytes per token."""
+    from app.core.plan import draft_kv_bpt, encoder_cache_of
+
+    out: JSON = {}
+    terms = encoder_cache_of(result)
+    if terms is not None:
+        out["encoder_cache_bytes"] = {
+            "formula": "items profiled × max tokens per item × bytes per cached embedding (text hidden × dtype × "
+            "(1 + deepstack levels)); items = max(encoder budget, one item) // tokens per item "
+            "(vllm/v1/core/encoder_cache_manager.py compute_mm_encoder_budget) — inside the activation row",
+            "values": f"{terms.items_profiled} × {terms.max_tokens_per_item:,} × {terms.per_token_bytes:,} B",
+            "result": fmt_bytes(terms.cache_bytes),
+            "inputs": "estimated",
+        }
+    spec = result.plan.engine.speculative
+    if spec is not None:
+        draft, layers = draft_kv_bpt(result.plan, result.rkv), _draft_layers(result)
+        if layers and draft:
+            out["draft_kv_bytes_per_token"] = {
+                "formula": "draft attention layers × bytes per token per layer (they share the block pool: "
+                "vllm/v1/worker/gpu_model_runner.py get_kv_cache_spec)",
+                "values": f"{layers} × {draft // layers:,}",
+                "result": f"{draft:,} B",
+                "inputs": "estimated",
+            }
+    return out
+
+
+def _draft_layers(result: PlanResult) -> int:
+    from app.core.speculative import draft_layers
+
+    spec = result.plan.engine.speculative
+    return draft_layers(result.plan.model.shape, spec) if spec is not None and not result.rkv.is_hybrid else 0
+
+
 def _geometry_entries(result: PlanResult, kv_inputs: str, binding_kv: int) -> JSON:
     adm, rkv = result.admission, result.rkv
     layers, page_l, gsize = attention_layers(rkv), rkv.page_bytes_per_layer, rkv.group_size
@@ -219,8 +256,25 @@ def explain(result: PlanResult) -> JSON:
     binding = next((lg for lg in result.ledgers if lg.label == adm.binding_rank), None)
     kv_inputs = _inputs(binding.kv) if binding else "estimated"
     binding_kv = next((r.kv_bytes for r in adm.ranks if r.binding), 0)
-    return {
+    out = {
         **_budget_entries(result),
         **_geometry_entries(result, kv_inputs, binding_kv),
         **_admission_entries(result, kv_inputs),
     }
+    extra = _encoder_entries(result)
+    if "draft_kv_bytes_per_token" in extra:
+        draft = result.rkv.kv_bytes_per_token - _draft_share(result)
+        inputs = out.get("kv_bytes_per_token", {}).get("inputs", "estimated")
+        out["kv_bytes_per_token"] = {
+            "formula": "the target's bytes per token + the draft's (its layers sit in the same block pool)",
+            "values": f"{draft:,} + {_draft_share(result):,}",
+            "result": f"{result.rkv.kv_bytes_per_token:,} B",
+            "inputs": inputs,
+        }
+    return {**out, **extra}
+
+
+def _draft_share(result: PlanResult) -> int:
+    from app.core.plan import draft_kv_bpt
+
+    return draft_kv_bpt(result.plan, result.rkv)

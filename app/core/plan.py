@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from app.core.admission import Admission, AdmissionPolicy, admit
 from app.core.budget import UniformBudget, uniform_budget
 from app.core.cudagraphs import CudagraphMode
+from app.core.encoder_cache import EncoderCacheTerms, encoder_cache_terms
 from app.core.errors import InputError
 from app.core.estimates import EstimateContext, mxfp4_backend_for
 from app.core.extra_rows import ExtraInputs, RankExtras, with_extra_rows
@@ -234,6 +235,16 @@ def compute(plan: PlanInput, rkv: RankKV | None = None) -> PlanResult:
     budget = uniform_budget(rooms, plan.policy.operating_reserve_bytes, rkv)
     result = PlanResult(plan, rules, rkv, ledgers, admission, budget, extras=extras)
     return PlanResult(plan, rules, rkv, ledgers, admission, budget, warnings(result), extras)
+
+
+def encoder_cache_of(result: PlanResult) -> EncoderCacheTerms | None:
+    """The encoder cache of a vision model at the plan's settings (app.core.encoder_cache)."""
+    plan, shape = result.plan, result.plan.model.shape
+    if plan.model.vision is None or shape is None:
+        return None
+    dtype_bytes = 4 if shape.dtype == "float32" else 2
+    return encoder_cache_terms(plan.model.vision, plan.engine.max_num_batched_tokens, plan.layout.tp, dtype_bytes,
+                               result.rules.version)  # fmt: skip
 
 
 def _live_with_lookahead(plan: PlanInput) -> int | None:

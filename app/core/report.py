@@ -11,7 +11,7 @@ from app.core.budget import UniformBudget
 from app.core.explain import explain
 from app.core.ledger import Cell, RankLedger
 from app.core.lora import LoraSpec
-from app.core.plan import PlanResult, draft_kv_bpt
+from app.core.plan import PlanResult, draft_kv_bpt, encoder_cache_of
 from app.core.rank_groups import FULL_RANKS_MAX, group_indexes, group_json, histogram, shown_groups, spread
 from app.core.vllm_flags import flag_strings, plan_flags, uniform_budget_flag
 from app.core.warning_groups import group_warnings
@@ -172,6 +172,23 @@ def _lora_json(spec: LoraSpec | None) -> JSON | None:
     }
 
 
+def _encoder_cache_json(result: PlanResult) -> JSON | None:
+    """The encoder cache vLLM budgets for a vision model (app.core.encoder_cache); None otherwise."""
+    terms = encoder_cache_of(result)
+    if terms is None:
+        return None
+    return {
+        "max_tokens_per_item": terms.max_tokens_per_item,
+        "encoder_compute_budget_tokens": terms.compute_budget_tokens,
+        "encoder_cache_size_tokens": terms.cache_size_tokens,
+        "items_profiled": terms.items_profiled,
+        "cache_bytes": terms.cache_bytes,
+        "encoder_peak_bytes": terms.encoder_peak_bytes,
+        "in_row": "activation",  # the profile peak holds it; no separate allocation
+        "note": terms.note,
+    }
+
+
 def _spec_json(result: PlanResult) -> JSON | None:
     spec = result.plan.engine.speculative
     if spec is None:
@@ -243,6 +260,7 @@ def result_to_dict(result: PlanResult, levers: list[JSON] | None = None) -> JSON
         "kv_bytes_per_token": rkv.kv_bytes_per_token,
         # issue 15: the draft's share of kv_bytes_per_token (its layers sit in the same block pool)
         "draft_kv_bytes_per_token": draft_kv_bpt(plan, rkv) if plan.engine.speculative is not None else None,
+        "encoder_cache": _encoder_cache_json(result),
         "kv_heads_per_rank": rkv.kv_heads_per_rank,
         "layers_on_rank": rkv.layers_on_rank,
         "page_bytes": rkv.page_bytes,

@@ -56,3 +56,10 @@ def test_speculative_knobs_reach_the_plan(client: TestClient, renders: list[Rend
     assert "--speculative-config" in response.text
     bad = client.get("/plan.json?model=llama-3.1-8b&spec=mtp&spec_tokens=2")
     assert bad.status_code == 422 and bad.json()["error"]["field"] == "engine.speculative.method"
+
+
+def test_encoder_cache_and_draft_rows_on_the_admission_panel(client: TestClient) -> None:
+    html = client.get("/plan?model=qwen3-vl-30b-a3b-instruct&gpu=H100%2080GB").text
+    assert 'id="adm-encoder_cache_bytes"' in html and "compute_mm_encoder_budget" in html
+    html = client.get("/plan?model=llama-3.1-8b&spec=draft_model&spec_tokens=3&spec_model=llama-3.2-1b").text
+    assert 'id="adm-draft_kv_bytes_per_token"' in html

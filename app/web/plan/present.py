@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import quote_plus
 
 from app.core import admission as core_admission
-from app.core import kvrank, kvspec
+from app.core import encoder_cache, kvrank, kvspec, speculative
 from app.core import ledger as core_ledger
 from app.core.exports import FORMATS, ExportError, missing_model, pairs_of, serve_command
 from app.core.gpus import PRESETS
@@ -290,7 +290,26 @@ def admission(result: Mapping[str, Any]) -> list[AdmissionRow]:
             note=f"Largest max_model_len that fits: {intcomma(result.get('largest_max_model_len'))} tokens."),
         row("stranded_bytes", "Stranded KV, all ranks", gib(result.get("stranded_bytes")),
             note="Bytes on the other ranks beyond the binding rank's blocks: they cannot hold whole tokens."),
+        *_extra_rows(result, row),
     ]
+
+
+def _extra_rows(result: Mapping[str, Any], row: Callable[..., AdmissionRow]) -> list[AdmissionRow]:
+    """Issue 15's rows where the plan has them: the encoder cache, the draft's bytes per token."""
+    out = []
+    cache = result.get("encoder_cache")
+    if cache:
+        out.append(row("encoder_cache_bytes", "Encoder cache (in the activation peak)", gib(cache["cache_bytes"]),
+                       note=f"{intcomma(cache['encoder_cache_size_tokens'])}-token budget, "
+                       f"{cache['items_profiled']} item(s) of {intcomma(cache['max_tokens_per_item'])} tokens "
+                       "profiled; the prefill chunk (mnbt) moves it."))  # fmt: skip
+    if result.get("draft_kv_bytes_per_token"):
+        spec = result["engine"]["speculative"]
+        out.append(row("draft_kv_bytes_per_token", "Draft's KV bytes per token",
+                       f"{intcomma(result['draft_kv_bytes_per_token'])} B",
+                       note=f"{spec['method']}: part of the KV bytes per token; each running request also reserves "
+                       f"{spec['lookahead_tokens_per_request']} lookahead slots."))  # fmt: skip
+    return out
 
 
 #: Where each admission-panel number is computed: the page's `adm-<key>` (block `results`, from
@@ -312,6 +331,8 @@ COMPUTED_BY: dict[str, Callable[..., object]] = {
     "vllm_kv_cache_size_tokens": core_admission.admit,
     "fits_max_model_len": core_admission.admit,
     "stranded_bytes": core_admission.admit,
+    "encoder_cache_bytes": encoder_cache.encoder_cache_terms,
+    "draft_kv_bytes_per_token": speculative.draft_kv_bytes_per_token,
 }
 
 
