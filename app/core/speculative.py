@@ -107,7 +107,15 @@ def draft_weight_bytes(target: ModelShape, spec: SpecSpec, tp: int) -> tuple[int
     embed = embedding_bytes(draft) // tp
     shared = embed if spec.method == "eagle3" or draft.tie_word_embeddings else 2 * embed
     what = "embedding" if shared == embed else "embedding and LM head"
-    return max(0, whole - shared), f"{spec.method} head at TP {tp}, the target's {what} shared"
+    # The fc that fuses the target's hidden states: ReplicatedLinear 2h → h (llama_eagle.py), 3h → h
+    # (llama_eagle3.py; target_hidden_size when the config states it), whole on every rank.
+    fc = (3 if spec.method == "eagle3" else 2) * draft.hidden_size * draft.hidden_size * _dtype_bytes(draft)
+    note = f"{spec.method} head at TP {tp} + its fc (replicated), the target's {what} shared"
+    return max(0, whole - shared) + fc, note
+
+
+def _dtype_bytes(shape: ModelShape) -> int:
+    return 4 if shape.dtype == "float32" else 2
 
 
 def _mtp_bytes(target: ModelShape, tp: int) -> tuple[int, str]:

@@ -138,3 +138,23 @@ def test_mtp_defaults_to_the_checkpoints_layers_and_measured_weights_hold_the_dr
     rank = measured["ranks"][0]
     assert rank["speculative_row_bytes"] == 0 and rank["sources"]["speculative_row_bytes"] == "derived"
     assert rank["speculative_bytes"] > 2 * 2**30
+
+
+def test_eagle_heads_share_the_targets_embedding_and_add_their_fc() -> None:
+    # A one-layer Llama head (the EAGLE-LLaMA3 shape; synthetic config built from Llama-3.1-8B's).
+    config = {**get_model("llama-3.1-8b").config, "num_hidden_layers": 1}
+    head = shape_from_config(config)
+    target = shape_from_config(get_model("llama-3.1-8b").config)
+    h, vocab = 4096, 128256
+    full, _ = draft_weight_bytes(target, SpecSpec("draft_model", 3, head), 1)
+    eagle, _ = draft_weight_bytes(target, SpecSpec("eagle", 3, head), 1)
+    eagle3, _ = draft_weight_bytes(target, SpecSpec("eagle3", 3, head), 1)
+    embed = vocab * h * 2
+    assert full - eagle == 2 * embed - 2 * h * h * 2  # EAGLE-1: embedding and LM head shared, fc 2h → h added
+    assert eagle3 - eagle == embed + h * h * 2  # EAGLE-3 keeps its LM head; its fc is 3h → h
+    out = run_plan({"model": {"catalogue": "llama-3.1-8b"}, "gpu": GPU, "engine": {"max_model_len": 8192,
+                    "speculative": {"method": "eagle", "model": {"config": config, "name": "org/eagle-head"},
+                                    "num_speculative_tokens": 2}}}, with_levers=False)  # fmt: skip
+    assert out["draft_kv_bytes_per_token"] == 1 * 2 * 8 * 128 * 2
+    assert out["ranks"][0]["speculative_bytes"] == eagle
+    assert json.loads(shlex.split(out["flags"][-1])[1])["model"] == "org/eagle-head"
