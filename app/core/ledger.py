@@ -202,7 +202,10 @@ def work_out_rank(inp: RankInput, rules: LedgerRules, ratio: tuple[int, int] | N
         graphs = inp.cuda_graphs if rules.cuda_graphs_in_budget else None
         inside = (inp.weights, inp.non_torch, inp.activation, graphs, inp.lora, inp.speculative)
         kv_bytes = requested - _sum(inside)
-        kv = Cell(kv_bytes, _source_of(total, *inside), "requested − weights − non_torch − graphs − activation")
+        note = _KV_NOTE
+        if inp.lora is not None or inp.speculative is not None:
+            note += "".join(f" − {n}" for n, c in (("lora", inp.lora), ("draft", inp.speculative)) if c is not None)
+        kv = Cell(kv_bytes, _source_of(total, *inside), note)
     else:
         kv = Cell(0, "default", "no total memory or KV room given")
         problems.append(("no_memory", f"rank {inp.label}: neither total memory nor KV room is known"))
@@ -211,6 +214,7 @@ def work_out_rank(inp: RankInput, rules: LedgerRules, ratio: tuple[int, int] | N
     return RankLedger(inp, requested, kv, will_start, tuple(problems))
 
 
+_KV_NOTE = "requested − weights − non_torch − graphs − activation"
 _FATAL = frozenset({"free_below_requested", "no_kv_memory", "manual_does_not_fit", "no_memory"})
 
 
