@@ -9,7 +9,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 from app.core.errors import InputError
 from app.core.gpus import resolve_gpu
@@ -79,7 +87,10 @@ class LayoutDoc(_Strict):
     pp: int = Field(default=1, ge=1, le=1024)
     dp: int = Field(default=1, ge=1, le=65536)
     dcp: int = Field(default=1, ge=1, le=1024)
-    expert_parallel: bool = False  # --enable-expert-parallel
+    # --enable-expert-parallel (`enable_expert_parallel` is vLLM's name, accepted too)
+    expert_parallel: bool = Field(
+        default=False, validation_alias=AliasChoices("expert_parallel", "enable_expert_parallel")
+    )
 
 
 def _kv_dtype(value: object) -> object:
@@ -123,6 +134,31 @@ class SpeculativeDoc(_Strict):
     method: Literal["eagle", "eagle3", "mtp", "draft_model", "ngram"] | None = None  # required (services)
     model: DraftModelDoc | None = None
     num_speculative_tokens: int | None = Field(default=None, ge=1, le=64)
+def _backend(value: object) -> object:
+    from app.core.kv_tiers import BACKENDS
+
+    if isinstance(value, str) and value not in BACKENDS:
+        raise ValueError(f"unknown backend {value!r}; vLLM's --kv-offloading-backend accepts {', '.join(BACKENDS)} "
+                         "(KVOffloadingBackend, vllm/config/cache.py)")
+    return value
+
+
+class KVOffloadDoc(_Strict):
+    """`--kv-offloading-backend` / `--kv-offloading-size` (app.core.kv_tiers): sizes are the engine's
+    totals over its TP × PP workers, as vLLM splits them; disk is LMCache's local disk."""
+
+    backend: Annotated[Literal["native", "lmcache"], BeforeValidator(_backend)] = "native"
+    cpu_bytes: Size  # above 0: app.core.kv_tiers.check_offload says why (vLLM's reason)
+    disk_bytes: Size | None = None
+    chunk_size: int = Field(default=256, ge=1, le=1_048_576)  # LMCache's LMCACHE_CHUNK_SIZE
+
+
+class NodeDoc(_Strict):
+    """One host: its memory (what the CPU KV tier's pinned buffers must fit in) and GPUs."""
+
+    host_memory_bytes: Size | None = None  # None: the pinned memory is not checked
+    gpus_per_node: int = Field(default=8, ge=1, le=1024)
+    host_link: Literal["pcie", "nvlink-c2c"] = "pcie"  # how a CPU-tier hit reaches the GPU
 
 
 class EngineDoc(_Strict):
@@ -140,6 +176,8 @@ class EngineDoc(_Strict):
     cudagraph_mode: Literal["auto", "NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"] = "auto"
     lora: LoraDoc | None = None
     speculative: SpeculativeDoc | None = None
+    kv_offload: KVOffloadDoc | None = None
+    enable_prefix_caching: bool | None = None  # None: vLLM's default for the version (app.core.prefix_pool)
 
 
 class PolicyDoc(_Strict):
@@ -206,6 +244,7 @@ class PlanDocument(_Strict):
     policy: PolicyDoc = Field(default_factory=PolicyDoc)
     ranks: list[RankDoc] | None = Field(default=None, max_length=MAX_RANKS)
     gpu: GpuDoc | None = None
+    node: NodeDoc | None = None
     vllm_version: str | None = Field(default=None, max_length=64)
     from_log: str | dict[str, Any] | None = None
     log_run: int = Field(default=0, ge=0, le=100_000)

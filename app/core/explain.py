@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from app.core.explain_tiers import dp_entries, prefix_entries, tier_entries
 from app.core.kvrank import RankKV
 from app.core.layers import ATTENTION_KINDS
 from app.core.ledger import Cell
@@ -260,6 +261,9 @@ def explain(result: PlanResult) -> JSON:
         **_budget_entries(result),
         **_geometry_entries(result, kv_inputs, binding_kv),
         **_admission_entries(result, kv_inputs),
+        **tier_entries(result),
+        **prefix_entries(result),
+        **dp_entries(result),
     }
     extra = _encoder_entries(result)
     if "draft_kv_bytes_per_token" in extra:

@@ -20,10 +20,12 @@ from app.core.estimates import EstimateContext, mxfp4_backend_for
 from app.core.extra_rows import ExtraInputs, RankExtras, with_extra_rows
 from app.core.free_gap import free_gap_message
 from app.core.gpus import compute_capability
+from app.core.kv_tiers import KVOffload, Node, Tier, kv_tiers, node_warning
 from app.core.kvspec import RankKV, rank_kv, rank_kv_uniform
 from app.core.ledger import LedgerRules, RankInput, RankLedger, work_out
 from app.core.lora import LoraSpec
 from app.core.nontorch import Interconnect
+from app.core.prefix_pool import PrefixPool, prefix_pool
 from app.core.shape import ModelShape
 from app.core.speculative import SpecSpec, draft_kv_bytes_per_token, draft_layers, with_draft_kv
 from app.core.units import fmt_bytes
@@ -71,6 +73,8 @@ class Engine:
     lora: LoraSpec | None = None  # --enable-lora with its slots (app.core.lora)
     lora_in_run: LoraSpec | None = None  # the LoRA measured rows were taken under (app.core.extra_rows)
     speculative: SpecSpec | None = None  # --speculative-config (app.core.speculative)
+    kv_offload: KVOffload | None = None  # --kv-offloading-backend / --kv-offloading-size (app.core.kv_tiers)
+    enable_prefix_caching: bool = True  # --enable-prefix-caching (the version's default: app.core.prefix_pool)
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,7 @@ class PlanInput:
     gpu_total_bytes: int | None = None
     estimated_ranks: bool = False
     notes: tuple[str, ...] = ()
+    node: Node | None = None  # one host's memory and GPUs: the CPU KV tier's pinned buffers live there
 
 
 @dataclass(frozen=True)
@@ -112,6 +117,8 @@ class PlanResult:
     budget: UniformBudget | None
     warnings: tuple[Warning, ...] = field(default=())
     extras: tuple[RankExtras, ...] = field(default=())  # per rank: LoRA / draft estimates (extra_rows)
+    tiers: tuple[Tier, ...] = ()  # the GPU tier, then the offload tiers (app.core.kv_tiers)
+    prefix: PrefixPool | None = None  # the pool's running / retained split (app.core.prefix_pool)
 
 
 def check_rank_count(layout: Layout, count: int, partial: bool = False) -> None:
@@ -233,8 +240,13 @@ def compute(plan: PlanInput, rkv: RankKV | None = None) -> PlanResult:
     admission = admit(tuple((lg.label, lg.kv.bytes) for lg in ledgers), rkv, policy)
     rooms = tuple((lg.label, lg.kv.bytes) for lg in ledgers if lg.kv.source != "default")
     budget = uniform_budget(rooms, plan.policy.operating_reserve_bytes, rkv)
-    result = PlanResult(plan, rules, rkv, ledgers, admission, budget, extras=extras)
-    return PlanResult(plan, rules, rkv, ledgers, admission, budget, warnings(result), extras)
+    layout, engine = plan.layout, plan.engine
+    link = plan.node.host_link if plan.node is not None else "pcie"
+    tiers = kv_tiers(rkv, admission.blocks, layout.tp * layout.pp, engine.kv_offload, link)
+    prefix = prefix_pool(engine.enable_prefix_caching, admission.blocks, rules.null_block_exists, rkv.block_size,
+                         admission.concurrency, plan.policy.avg_live_tokens)
+    result = PlanResult(plan, rules, rkv, ledgers, admission, budget, (), extras, tiers, prefix)
+    return PlanResult(plan, rules, rkv, ledgers, admission, budget, warnings(result), extras, tiers, prefix)
 
 
 def encoder_cache_of(result: PlanResult) -> EncoderCacheTerms | None:
@@ -302,6 +314,11 @@ def warnings(result: PlanResult) -> tuple[Warning, ...]:
     if spec is not None and spec.method in ("eagle", "eagle3", "draft_model") and spec.draft_name is None:
         out.append(Warning("draft_unnamed", "the draft model has no name: put its HF id or path in "
                            "--speculative-config's \"model\""))
+    layout = plan.layout
+    if plan.node is not None and len(result.tiers) > 1:
+        message = node_warning(result.tiers, plan.node, layout.tp * layout.pp * layout.dp)
+        if message is not None:
+            out.append(Warning("kv_offload_exceeds_host_memory", message))
     if adm.binding_limit == "max_num_seqs" and adm.concurrency_ceiling is not None:
         out.append(
             Warning(

@@ -8,10 +8,13 @@ from typing import Any
 
 from app import __version__
 from app.core.budget import UniformBudget
+from app.core.dp_layout import dp_layout_of
 from app.core.explain import explain
+from app.core.kv_tiers import KVOffload, offload_env
 from app.core.ledger import Cell, RankLedger
 from app.core.lora import LoraSpec
 from app.core.plan import PlanResult, draft_kv_bpt, encoder_cache_of
+from app.core.prefix_pool import PrefixPool
 from app.core.rank_groups import FULL_RANKS_MAX, group_indexes, group_json, histogram, shown_groups, spread
 from app.core.vllm_flags import flag_strings, plan_flags, uniform_budget_flag
 from app.core.warning_groups import group_warnings
@@ -201,6 +204,43 @@ def _spec_json(result: PlanResult) -> JSON | None:
     }
 
 
+def offload_json(offload: KVOffload | None) -> JSON | None:
+    if offload is None:
+        return None
+    return {"backend": offload.backend, "cpu_bytes": offload.cpu_bytes, "disk_bytes": offload.disk_bytes,
+            "chunk_size": offload.chunk_size}
+
+
+def tiers_json(result: PlanResult) -> list[JSON]:
+    """The GPU tier first, then the offload tiers (issue 15's `kv_tiers`: name, bytes, tokens)."""
+    return [{"name": t.name, "bytes": t.bytes, "tokens": t.tokens, "bytes_per_rank": t.bytes_per_rank,
+             "unit_tokens": t.unit_tokens, "bandwidth_bytes_per_s": t.bandwidth_bytes_per_s} for t in result.tiers]
+
+
+def prefix_json(pool: PrefixPool | None) -> JSON | None:
+    if pool is None:
+        return None
+    share = pool.retention_share
+    return {"enable_prefix_caching": pool.enable_prefix_caching, "usable_blocks": pool.usable_blocks,
+            "concurrency": pool.concurrency, "blocks_per_request": pool.blocks_per_request,
+            "running_blocks": pool.running_blocks, "retained_blocks": pool.retained_blocks,
+            "idle_blocks": pool.idle_blocks, "retention_share": None if share is None else round(share, 4)}
+
+
+def dp_json(result: PlanResult) -> JSON:
+    """The DP/EP layout (app.core.dp_layout): per-engine figures and what the DP group adds up to."""
+    lay, adm = dp_layout_of(result), result.admission
+    return {
+        "dp": lay.dp, "tp": lay.tp, "pp": lay.pp, "enable_expert_parallel": lay.enable_expert_parallel,
+        "use_ep": lay.use_ep, "ep_size": lay.ep_size, "moe_tp_size": lay.moe_tp_size, "num_experts": lay.num_experts,
+        "experts_per_rank_max": lay.experts_on(0), "experts_per_rank_min": lay.experts_on(lay.ep_size - 1),
+        "engines": lay.dp, "gpus": lay.gpus,
+        "concurrency_per_engine": adm.concurrency,
+        "concurrency_all_engines": None if adm.concurrency is None else adm.concurrency * lay.dp,
+        "schedulable_tokens_all_engines": adm.schedulable_tokens * lay.dp,
+    }
+
+
 def flags(result: PlanResult) -> list[str]:
     """The vLLM command-line flags that deploy this plan (from the one mapping in app.core.vllm_flags)."""
     return flag_strings(plan_flags(result))
@@ -235,6 +275,7 @@ def result_to_dict(result: PlanResult, levers: list[JSON] | None = None) -> JSON
             "pp": plan.layout.pp,
             "dp": plan.layout.dp,
             "dcp": plan.layout.dcp,
+            "enable_expert_parallel": plan.layout.expert_parallel,
             "ranks": len(plan.ranks),
         },
         "engine": {
@@ -251,6 +292,12 @@ def result_to_dict(result: PlanResult, levers: list[JSON] | None = None) -> JSON
             "disable_hybrid_kv_cache_manager": plan.engine.disable_hybrid_kv_cache_manager,
             "lora": _lora_json(plan.engine.lora),
             "speculative": _spec_json(result),
+            "kv_offload": offload_json(plan.engine.kv_offload),
+            "enable_prefix_caching": plan.engine.enable_prefix_caching,
+        },
+        "node": None if plan.node is None else {
+            "host_memory_bytes": plan.node.host_memory_bytes, "gpus_per_node": plan.node.gpus_per_node,
+            "host_link": plan.node.host_link,
         },
         "policy": {
             "growth_reserve": plan.policy.growth_reserve,
@@ -287,6 +334,10 @@ def result_to_dict(result: PlanResult, levers: list[JSON] | None = None) -> JSON
         "stranded_bytes": adm.stranded_bytes,
         "will_start": all(lg.will_start for lg in result.ledgers) and adm.fits_max_model_len,
         "uniform_budget": budget_json(result.budget, result, {r["rank"] for r in ranks["ranks"]} if grouped else None),
+        "kv_tiers": tiers_json(result),
+        "kv_offload_env": offload_env(plan.engine.kv_offload, plan.layout.tp * plan.layout.pp, result.rules.version),
+        "prefix_pool": prefix_json(result.prefix),
+        "dp_layout": dp_json(result),
         "flags": flags(result),
         "vllm_args": [{"flag": flag, "value": value} for flag, value in plan_flags(result)],
         **warnings_json(result, MAX_WARNINGS if grouped else None),

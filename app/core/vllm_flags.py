@@ -23,7 +23,9 @@ from functools import cache
 from importlib.resources import files
 from typing import Any, Literal
 
+from app.core.kv_tiers import offload_flags
 from app.core.plan import PlanResult
+from app.core.prefix_pool import default_prefix_caching
 
 Kind = Literal["int", "float", "bool", "str", "tokens", "bytes"]
 FlagValue = str | None  # None: a boolean flag given bare (`--enforce-eager`)
@@ -57,7 +59,12 @@ PLAN_FLAGS: tuple[PlanFlag, ...] = (
     PlanFlag("--num-gpu-blocks-override", "engine", "num_gpu_blocks_override", "int"),
     PlanFlag("--disable-hybrid-kv-cache-manager", "engine", "disable_hybrid_kv_cache_manager", "bool"),
     PlanFlag("--enforce-eager", "engine", "enforce_eager", "bool"),
+    # Written only against the version's default (`_prefix_flags`); read both ways by the serve reader.
+    PlanFlag("--enable-prefix-caching", "engine", "enable_prefix_caching", "bool"),
 )
+#: Flags of `engine.kv_offload` (a nested section: app.core.kv_tiers writes them, the serve reader
+#: gathers them into `engine.kv_offload`).
+OFFLOAD_FLAGS = ("--kv-offloading-size", "--kv-offloading-backend")
 BY_FLAG: Mapping[str, PlanFlag] = {f.flag: f for f in PLAN_FLAGS}
 MODEL_FLAG = "--model"
 
@@ -126,7 +133,7 @@ def uniform_budget_flag(result: PlanResult) -> tuple[int | None, str]:
 
 def _wanted(spec: PlanFlag, value: object, result: PlanResult) -> bool:
     """Which flags a plan writes: parallel sizes above 1, every engine setting the plan resolved."""
-    if value is None or value is False:
+    if value is None or value is False or spec.key == "enable_prefix_caching":
         return False
     if spec.kind == "bool":
         return value is True
@@ -159,6 +166,8 @@ def plan_flags(result: PlanResult) -> list[tuple[str, FlagValue]]:
         value = _engine_value(result, spec)
         if _wanted(spec, value, result):
             out.append((spec.flag, _text(value)))
+    out += _prefix_flags(result)
+    out += offload_flags(result.plan.engine.kv_offload, result.rules.version)
     return out + _lora_flags(result) + _speculative_flags(result)
 
 
@@ -187,6 +196,15 @@ def _lora_flags(result: PlanResult) -> list[tuple[str, FlagValue]]:
     if lora.max_cpu_loras is not None:
         out.append(("--max-cpu-loras", str(lora.max_cpu_loras)))
     return out
+
+
+def _prefix_flags(result: PlanResult) -> list[tuple[str, FlagValue]]:
+    """`--enable-prefix-caching` / `--no-enable-prefix-caching` (argparse's BooleanOptionalAction, the
+    `bool | None` EngineArgs field, vllm/engine/arg_utils.py) only where the plan differs from the default."""
+    enabled = result.plan.engine.enable_prefix_caching
+    if enabled == default_prefix_caching(result.rules.version):
+        return []
+    return [("--enable-prefix-caching" if enabled else "--no-enable-prefix-caching", None)]
 
 
 def flag_strings(pairs: list[tuple[str, FlagValue]]) -> list[str]:

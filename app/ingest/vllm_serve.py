@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from app.core.errors import InputError
-from app.core.vllm_flags import BY_FLAG, MODEL_FLAG, PlanFlag, vllm_flag_table
+from app.core.vllm_flags import BY_FLAG, MODEL_FLAG, OFFLOAD_FLAGS, PlanFlag, vllm_flag_table
 from app.ingest.vllm_serve_values import ServeValueError, model_match, plan_value
 
 EXPECTED = ("expected a vLLM command line: `vllm serve MODEL [flags]`, "
@@ -181,8 +181,28 @@ def read_args(args: list[str], where: str = "serve") -> ServeReading:
                                         "removed_from_vllm": canonical.removed})
             continue
         _take(reading, plan_flag, "false" if negated else value, flag, where)
+    _offload(reading, where)
     _match_model(reading)
     return reading
+
+
+def _offload(reading: ServeReading, where: str) -> None:
+    """`--kv-offloading-size` (GiB, vLLM's float) and `--kv-offloading-backend` → `engine.kv_offload`."""
+    given = {f["vllm_flag"]: f for f in reading.other_flags if f.get("vllm_flag") in OFFLOAD_FLAGS}
+    if not given:
+        return
+    reading.other_flags = [f for f in reading.other_flags if f.get("vllm_flag") not in OFFLOAD_FLAGS]
+    size = given.get("--kv-offloading-size")
+    if size is None:
+        reading.notes.append("--kv-offloading-backend without --kv-offloading-size: vLLM turns no offloading on")
+        return
+    try:
+        gib = float(str(size["value"]))
+    except ValueError:
+        raise InputError(f"{where} --kv-offloading-size", f"expected a size in GiB, got {size['value']!r}") from None
+    backend = given.get("--kv-offloading-backend")
+    reading.engine["kv_offload"] = {"backend": str(backend["value"]) if backend else "native",
+                                    "cpu_bytes": int(gib * 2**30)}
 
 
 def _take(reading: ServeReading, spec: PlanFlag, value: str | None, given: str, where: str) -> None:

@@ -29,7 +29,8 @@ from app.core.units import GIB, MIB, parse_bytes
 from app.schemas import PlanDocument
 
 JSON = dict[str, Any]
-Kind = Literal["str", "int", "float", "size", "gpu"]
+Kind = Literal["str", "int", "float", "size", "gpu", "bool"]
+_TRUE, _FALSE = ("true", "on", "yes", "1"), ("false", "off", "no", "0")
 
 DEFAULT_MODEL = "llama-3.1-8b"
 #: The GPU a plan without one runs on: a real card (its preset's total, app.core.gpus).
@@ -107,6 +108,14 @@ KNOBS: tuple[Knob, ...] = (
     Knob("reserve", "policy.operating_reserve", "size", default="0"),
     Knob("live", "policy.avg_live_tokens", "int"),
     Knob("vllm", "vllm_version", "str", structural=True, aliases=("vllm",)),
+    # Issue 15: DP/EP layouts, KV offload tiers (app.core.kv_tiers), prefix caching (app.core.prefix_pool).
+    Knob("ep", "layout.expert_parallel", "bool", default="false", structural=True),
+    Knob("offload", "engine.kv_offload.cpu_bytes", "size", aliases=("engine.kv_offload",)),
+    Knob("offload_backend", "engine.kv_offload.backend", "str"),
+    Knob("offload_disk", "engine.kv_offload.disk_bytes", "size"),
+    Knob("host_mem", "node.host_memory_bytes", "size", aliases=("node",)),
+    Knob("gpus_per_node", "node.gpus_per_node", "int"),
+    Knob("prefix", "engine.enable_prefix_caching", "bool"),
 )  # fmt: skip
 BY_KEY: dict[str, Knob] = {k.key: k for k in KNOBS}
 #: Every document path (and what-if path) → the knob whose form field shows its errors.
@@ -230,6 +239,10 @@ def _parse(key: str, kind: str, raw: str) -> object:
         return canonical_size(parse_bytes(text, key))
     if kind == "gpu":
         return gpu_text(text, key)
+    if kind == "bool":
+        if text.lower() in _TRUE + _FALSE:
+            return text.lower() in _TRUE
+        raise InputError(key, f"expected true or false, got {raw!r}")
     if not text:
         raise InputError(key, "must not be empty")
     return text
@@ -263,6 +276,8 @@ def canonical_value(key: str, raw: str) -> str:
     """The canonical text of one query value (raises InputError naming the key)."""
     kind = BY_KEY[key].kind
     value = _parse(key, kind, raw)
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, float):
         return _canonical_float(value)
     return str(value)

@@ -17,6 +17,7 @@ from typing import Any
 
 from app.core.architectures import architecture_notes
 from app.core.checks import plan_checks
+from app.core.dp_layout import layout_notes
 from app.core.errors import InputError
 from app.core.estimates import EstimateContext, estimate_ranks
 from app.core.gpus import find_preset
@@ -44,6 +45,7 @@ from app.core.vision import vision_geometry
 from app.core.whatif import Lever, levers, set_engine, set_max_num_batched_tokens, set_quantization, set_tp
 from app.ingest.vllm_serve import serve_notes
 from app.schemas import PlanDocument, RankDoc, WhatIfDoc, validate_plan, validate_whatif
+from app.services.plan_layers import kv_offload, make_dp_layout, node, prefix_caching, with_dp_weights
 from app.services.prepared import PureCache
 from app.services.speculative_doc import speculative_spec
 
@@ -197,12 +199,15 @@ def _base_plan(doc: PlanDocument) -> PlanInput:
         lora=_lora(doc, model, version),
         lora_in_run=_lora(doc, model, version) if doc.ranks else None,
         speculative=speculative_spec(engine_doc.speculative, model.shape),
+        kv_offload=kv_offload(doc, version),
+        enable_prefix_caching=prefix_caching(doc, version),
     )
     layout = Layout(
         tp=doc.layout.tp, pp=doc.layout.pp, dp=doc.layout.dp, dcp=doc.layout.dcp,
         expert_parallel=doc.layout.expert_parallel, interconnect=_interconnect(doc),
     )  # fmt: skip
     check_block_size(engine.block_size, version, attention=model.shape is None or model.shape.attention_layers > 0)
+    dp_layout = make_dp_layout(layout, model, version)
     policy = Policy(
         growth_reserve=doc.policy.growth_reserve,
         operating_reserve_bytes=doc.policy.operating_reserve,
@@ -214,15 +219,15 @@ def _base_plan(doc: PlanDocument) -> PlanInput:
         ranks = _ranks_from_doc(doc.ranks)
         ranks, estimated = _fill_missing_rows(ranks, model, layout, engine, version)
     else:
-        ranks = _estimated_ranks(doc, model, layout, engine, version)
+        ranks = with_dp_weights(_estimated_ranks(doc, model, layout, engine, version), model, dp_layout)
         estimated = True
     notes: tuple[str, ...] = tuple(doc.notes)
     if doc.serve is not None or doc.vllm_config is not None:
         notes += tuple(serve_notes(doc.model_dump(include={"serve", "vllm_config"}, exclude_none=True)))
-    notes = (*notes, *_assumption_notes(doc))
+    notes = (*notes, *_assumption_notes(doc), *layout_notes(dp_layout))
     if doc.model is not None and doc.model.config is not None:
         notes = (*notes, *architecture_notes(doc.model.config, version))
-    return PlanInput(model, layout, engine, policy, ranks, version, gpu_total, estimated, notes)
+    return PlanInput(model, layout, engine, policy, ranks, version, gpu_total, estimated, notes, node(doc))
 
 
 def _lora(doc: PlanDocument, model: ModelInput, version: str) -> LoraSpec | None:

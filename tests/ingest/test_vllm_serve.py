@@ -83,9 +83,10 @@ def test_unsloth_70b_tp8_background_job() -> None:
     r = read_serve("vllm serve unsloth/Llama-3.1-70B-Instruct \\\n  --disable-log-requests \\\n"
                    "  --no-enable-prefix-caching \\\n  --port 8001 \\\n  --tensor-parallel-size 8 \\\n"
                    "  --enable-sleep-mode &\n\nvllm serve unsloth/Llama-3.3-70B-Instruct --port 8002")
+    # --no-enable-prefix-caching is a plan field since issue 15 item 6 (engine.enable_prefix_caching).
     assert r.document() == {"model": {"catalogue": "llama-3.1-70b", "name": "unsloth/Llama-3.1-70B-Instruct"},
-                            "layout": {"tp": 8}}
-    assert ("--no-enable-prefix-caching", None) in _flags(r.other_flags)
+                            "layout": {"tp": 8}, "engine": {"enable_prefix_caching": False}}
+    assert ("--no-enable-prefix-caching", None) not in _flags(r.other_flags)
     assert any("unsloth/Llama-3.1-70B-Instruct" in n and "variant" in n for n in r.notes)
 
 

@@ -28,6 +28,7 @@ from app.web import querystring
 from app.web.formatting import gib, intcomma, ratio
 from app.web.plan import charts, views
 from app.web.plan.rank_table import rank_columns, rank_count, rank_table
+from app.web.plan.tiers import tiers_card
 from app.web.plan.views import PlanView
 from app.web.size.links import size_link
 
@@ -115,6 +116,9 @@ def form_context(query: Mapping[str, str], result: Mapping[str, Any] | None, has
             "lora_ranks": lora_rank_options(result),
             "spec_methods": [("", "off"), *((m, m) for m in SPEC_METHODS)],
             "spec_models": [("", "— none (mtp, ngram) —"), *catalogue_options()],
+            "ep": [("", "off"), ("true", "on (--enable-expert-parallel)")],
+            "offload_backend": [("", "native"), ("lmcache", "lmcache")],
+            "prefix": [("", "vLLM's default"), ("true", "on"), ("false", "off (--no-enable-prefix-caching)")],
         },
         "show_memory": not has_base,
         "gpu_presets": gpu_options(),
@@ -364,7 +368,7 @@ def plan_context(view: PlanView, form: bool = True) -> dict[str, Any]:
         chart_version=hashlib.sha1(view.url.encode()).hexdigest()[:10], url=view.url,
         levers_url=f"/plan/levers{query}",
         exports=deploy_exports(result, query), size_link=size_link(result), **serve_text(result),
-        start_levers=start_lever_rows(result, view.url),
+        start_levers=start_lever_rows(result, view.url), tiers=tiers_card(result),
     )
     context["show_memory"] = not has_base or _estimated_base(view.base_doc)
     context["layout_note"] = view.layout_note

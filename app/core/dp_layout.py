@@ -1,0 +1,130 @@
+"""Data-parallel attention with expert parallelism for MoE (issue 15, item 5).
+
+Theory of operation
+-------------------
+``--data-parallel-size D`` runs D engines (DP ranks); each has its own TP × PP workers, its own
+block pool and its own scheduler. Attention and KV are replicated per DP rank and sharded only by
+that engine's TP: a DP rank's KV per token is the TP-sharded one, never divided by D, and vLLM
+gives each engine's workers the minimum block count over that engine's workers. Engines add up for
+fleet concurrency, never for one request.
+
+The MoE layers see another layout (``FusedMoEParallelConfig.make``, vllm/model_executor/layers/
+fused_moe/config.py @28be48fa): ``flatten_tp_across_dp_and_pcp`` makes the experts' TP size
+``tp × dp`` (TP rank ``dp_rank × tp + tp_rank``); with ``--enable-expert-parallel`` and
+``tp × dp > 1`` that flattened group becomes the EP group — ``ep_size = tp × dp``, experts TP 1 —
+and ``determine_expert_map`` (fused_moe/expert_map_manager.py) gives each EP rank ``E // ep_size``
+experts, one more on the first ``E % ep_size`` ranks. So even without EP, DP shards the experts
+over every GPU of the DP group; with EP each GPU holds whole experts. DP engine 0 holds EP ranks
+``0 … tp − 1``, the ones with the extra experts: the plan's ranks are engine 0's, the tightest.
+
+Flags: ``--data-parallel-size`` for ``vllm serve`` since PR #13923 (15dac210f, 2025-03-27, ≈v0.8.3);
+``--enable-expert-parallel`` since PR #14305 (cc2f9b32c, 2025-03-06, v0.8.0). Older versions'
+argparse refuses them ("unrecognized arguments").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from app.core import weights
+from app.core.errors import InputError
+from app.core.shape import ModelShape
+
+if TYPE_CHECKING:
+    from app.core.plan import PlanResult
+
+DP_SINCE = (0, 8, 3)  # PR #13923
+EP_SINCE = (0, 8, 0)  # PR #14305
+
+
+@dataclass(frozen=True)
+class DPLayout:
+    dp: int
+    tp: int
+    pp: int
+    enable_expert_parallel: bool
+    num_experts: int | None  # None: not a MoE model
+
+    @property
+    def use_ep(self) -> bool:
+        """``FusedMoEParallelConfig.make``: EP only when ``dp × tp > 1`` and the flag is on."""
+        return self.enable_expert_parallel and self.dp * self.tp > 1 and bool(self.num_experts)
+
+    @property
+    def ep_size(self) -> int:
+        return self.dp * self.tp if self.use_ep else 1
+
+    @property
+    def moe_tp_size(self) -> int:
+        """The experts' TP size: TP flattened across DP, or 1 under EP."""
+        return 1 if self.use_ep else self.dp * self.tp
+
+    def experts_on(self, ep_rank: int) -> int | None:
+        """Experts one EP rank holds (``determine_expert_map``); all of them without EP."""
+        if not self.num_experts:
+            return None
+        if not self.use_ep:
+            return self.num_experts
+        base, extra = divmod(self.num_experts, self.ep_size)
+        return base + (1 if ep_rank % self.ep_size < extra else 0)
+
+    @property
+    def gpus(self) -> int:
+        return self.dp * self.tp * self.pp
+
+
+def dp_layout_of(result: PlanResult) -> DPLayout:
+    """The DP/EP layout of a computed plan."""
+    shape, layout = result.plan.model.shape, result.plan.layout
+    return DPLayout(layout.dp, layout.tp, layout.pp, layout.expert_parallel, shape.num_experts if shape else None)
+
+
+def check_dp_layout(layout: DPLayout, version: tuple[int, int, int], label: str) -> None:
+    """Refuse the parallel flags vLLM ``version`` does not have, naming the field and the PR."""
+    if layout.dp > 1 and version < DP_SINCE:
+        raise InputError("layout.dp", f"vLLM {label} has no --data-parallel-size for vllm serve (PR #13923, "
+                         "≈v0.8.3; argparse refuses it): run separate servers, or plan at 0.8.3 or later")
+    if layout.enable_expert_parallel and version < EP_SINCE:
+        raise InputError("layout.expert_parallel", f"vLLM {label} has no --enable-expert-parallel (PR #14305, "
+                         "v0.8.0; argparse refuses it)")
+
+
+def layout_notes(layout: DPLayout) -> tuple[str, ...]:
+    """What the layout means for the MoE layers, in words (one note per plan)."""
+    if not layout.enable_expert_parallel and not (layout.dp > 1 and layout.num_experts):
+        return ()
+    if layout.enable_expert_parallel and not layout.num_experts:
+        return ("--enable-expert-parallel on a model without MoE layers changes nothing (no experts to split)",)
+    if layout.enable_expert_parallel and not layout.use_ep:
+        return ("--enable-expert-parallel at dp × tp = 1 changes nothing: vLLM uses EP only when dp × tp > 1 "
+                "(FusedMoEParallelConfig.make)",)
+    if layout.use_ep:
+        low, high = layout.experts_on(layout.ep_size - 1), layout.experts_on(0)
+        held = f"{high}" if low == high else f"{low}–{high}"
+        engine0 = (f"; the ranks shown are DP engine 0's (EP ranks 0–{layout.tp - 1}, the ones with the most "
+                   "experts)" if layout.dp > 1 else "")
+        return (f"expert parallel: EP size {layout.ep_size} = dp {layout.dp} × tp {layout.tp}; each GPU holds "
+                f"{held} whole experts of {layout.num_experts}{engine0}",)
+    return (f"MoE without expert parallel: vLLM shards the experts over tp × dp = {layout.moe_tp_size} GPUs "
+            "(flatten_tp_across_dp_and_pcp), attention over tp only; the estimated weights keep the experts "
+            f"over tp = {layout.tp} (each engine priced alone, as the sizing search prices replicas), so they "
+            "overstate the weights and understate the KV of a --data-parallel-size group",)
+
+
+def dp_weights(shape: ModelShape, layout: DPLayout) -> tuple[tuple[int, ...], ...] | None:
+    """Weight bytes on each (stage, TP rank) of DP engine 0 under expert parallelism, from the
+    estimator's tensor table (``app.core.weights.weights_per_rank`` with ``dp`` and EP, EP rank =
+    TP rank); None without EP or without a tensor table.
+
+    Without EP, vLLM also shards the experts over tp × dp; the estimated rows keep them over tp (more
+    weight per GPU than vLLM holds: conservative), because the sizing search prices DP replicas as
+    independent engines of one per-engine plan — the note says so."""
+    if shape.weights is None or not layout.use_ep:
+        return None
+    return tuple(
+        tuple(weights.weights_per_rank(shape, layout.tp, layout.pp, stage, dp=layout.dp,
+                                       enable_expert_parallel=layout.use_ep, ep_rank=tp_rank).nbytes
+              for tp_rank in range(layout.tp))
+        for stage in range(layout.pp)
+    )

@@ -1,0 +1,64 @@
+"""The plan's issue-15 layers, from a validated document to the core's inputs: KV offload tiers
+(app.core.kv_tiers), the node, prefix caching (app.core.prefix_pool) and the DP/EP layout
+(app.core.dp_layout). `app.services.plans` calls these while it builds a plan."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from app.core.dp_layout import DPLayout, check_dp_layout, dp_weights
+from app.core.errors import InputError
+from app.core.kv_tiers import KVOffload, Node, check_offload
+from app.core.ledger import Cell, RankInput
+from app.core.plan import Layout, ModelInput
+from app.core.prefix_pool import default_prefix_caching
+from app.core.versions import rules_for
+from app.schemas import PlanDocument
+
+
+def kv_offload(doc: PlanDocument, version: str) -> KVOffload | None:
+    """`engine.kv_offload` as the core's tier input, refused where vLLM at `version` refuses it."""
+    spec = doc.engine.kv_offload
+    if spec is None:
+        return None
+    offload = KVOffload(spec.backend, spec.cpu_bytes, spec.disk_bytes, spec.chunk_size)
+    rules = rules_for(version)
+    check_offload(offload, rules.version, rules.label)
+    return offload
+
+
+def make_dp_layout(layout: Layout, model: ModelInput, version: str) -> DPLayout:
+    """The DP/EP layout (app.core.dp_layout), refused where vLLM at `version` has no such flag."""
+    experts = model.shape.num_experts if model.shape is not None else None
+    out = DPLayout(layout.dp, layout.tp, layout.pp, layout.expert_parallel, experts)
+    rules = rules_for(version)
+    check_dp_layout(out, rules.version, rules.label)
+    return out
+
+
+def with_dp_weights(ranks: tuple[RankInput, ...], model: ModelInput, layout: DPLayout) -> tuple[RankInput, ...]:
+    """Estimated ranks with the weights of DP engine 0 under vLLM's MoE layout (experts over dp × tp)."""
+    table = dp_weights(model.shape, layout) if model.shape is not None else None
+    if table is None:
+        return ranks
+    out = []
+    for i, rank in enumerate(ranks):
+        stage, tp_rank = divmod(i % (layout.tp * layout.pp), layout.tp)
+        note = f"experts over {layout.ep_size} EP ranks (dp × tp), {layout.experts_on(tp_rank)} on this one"
+        out.append(replace(rank, weights=Cell(table[stage][tp_rank], "estimated", note)))
+    return tuple(out)
+
+
+def prefix_caching(doc: PlanDocument, version: str) -> bool:
+    given = doc.engine.enable_prefix_caching
+    return default_prefix_caching(rules_for(version).version) if given is None else given
+
+
+def node(doc: PlanDocument) -> Node | None:
+    spec = doc.node
+    if spec is None:
+        return None
+    if spec.host_memory_bytes is not None and spec.host_memory_bytes <= 0:
+        raise InputError("node.host_memory_bytes", "must be above 0 (the host's memory, e.g. '1 TiB')")
+    return Node(spec.host_memory_bytes, spec.gpus_per_node, spec.host_link)
+
