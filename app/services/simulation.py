@@ -36,6 +36,7 @@ def resolve_pool(doc: Mapping[str, Any]) -> JSON:
     scheduler = dict(out.get("scheduler") or {})
     scheduler.setdefault("max_num_seqs", result["engine"]["max_num_seqs"])
     scheduler.setdefault("max_num_batched_tokens", result["engine"]["max_num_batched_tokens"])
+    scheduler.setdefault("enable_prefix_caching", result["engine"]["enable_prefix_caching"])
     out["scheduler"] = scheduler
     cost, source = plan_step_cost(doc["plan"], result)
     given = out.get("cost_model")
@@ -43,6 +44,11 @@ def resolve_pool(doc: Mapping[str, Any]) -> JSON:
     if isinstance(given, Mapping) and given:
         source += f"; given: {', '.join(sorted(str(k) for k in given))}"
     out["cost_source"] = source
+    tier = plan_tier(result)
+    if tier is not None and "kv_tier" not in out:
+        out["kv_tier"] = tier
+        out["pool_source"] += (f"; offload tier {result['kv_tiers'][1]['name']}: {tier['blocks']:,} blocks, "
+                               f"{tier['block_load_s'] * 1e6:.1f} µs per block back")
     return out
 
 
@@ -76,6 +82,17 @@ def plan_step_cost(plan_doc: object, result: Mapping[str, Any]) -> tuple[JSON, s
     shape = ReplicaShape(int(weights), int(result["kv_bytes_per_token"]), int(result["layout"]["pp"]), per_param)
     cost, why = roofline_cost(shape, perf.hbm_bytes_per_s, perf.bf16_flops)
     return asdict(cost), f"{why}; {name}: {perf.source}"
+
+
+def plan_tier(result: Mapping[str, Any]) -> JSON | None:
+    """The plan's first offload tier as the simulator's `kv_tier`: its tokens in GPU blocks, and one block's
+    transfer (block_size × per-rank bytes per token over the tier's assumed link, app.core.kv_tiers)."""
+    tiers = result.get("kv_tiers") or []
+    if len(tiers) < 2 or not tiers[1].get("bandwidth_bytes_per_s"):
+        return None
+    block_size = result["block_size"]
+    load_s = block_size * result["kv_bytes_per_token"] / tiers[1]["bandwidth_bytes_per_s"]
+    return {"blocks": tiers[1]["tokens"] // block_size, "block_load_s": load_s}
 
 
 def run_simulation(

@@ -48,6 +48,7 @@ from app.core.sim.metrics import Window
 from app.core.sim.pool import BlockPool
 from app.core.sim.state import DECODE, DONE, PREFILL, WAITING, SchedulerConfig, Seq, SimCancelled
 from app.core.sim.state import cdiv as _cdiv
+from app.core.sim.tier import KVTier, TierConfig
 from app.core.sim.workload import RequestSpec
 
 
@@ -55,9 +56,14 @@ class Engine:
     """One closed-loop level: ``concurrency`` requests in flight, ``requests`` issued in order."""
 
     def __init__(self, *, blocks: int, block_size: int, sched: SchedulerConfig, cost: CostModel,
-                 requests: list[RequestSpec], concurrency: int, prefix_tokens: int) -> None:
+                 requests: list[RequestSpec], concurrency: int, prefix_tokens: int,
+                 tier: TierConfig | None = None) -> None:
         # vLLM's BlockPool reserves one block as the null block (block_pool.py).
         self.pool = BlockPool(blocks - 1)
+        self.tier = KVTier(tier.blocks) if tier is not None and tier.blocks > 0 else None
+        self.pool.tier = self.tier
+        self.block_load_s = tier.block_load_s if tier is not None else 0.0
+        self.load_s = 0.0  # transfer time of tier hits admitted this step
         self.bs = block_size
         self.sched = sched
         self.cost = cost
@@ -79,7 +85,7 @@ class Engine:
             self.w0, self.w1, self.steady = (total - concurrency) // 10, total - concurrency, True
         else:
             self.w0, self.w1, self.steady = 0, total, False
-        self.win = Window(usable_blocks=blocks - 1)
+        self.win = Window(usable_blocks=blocks - 1, tier=self.tier is not None)
 
     # -- the loop -----------------------------------------------------------------------
     def run(self, cancel: Callable[[], bool] | None = None,
@@ -144,25 +150,33 @@ class Engine:
         return heap[0][0] if heap else -1
 
     # -- admission ----------------------------------------------------------------------
-    def _hits(self, s: Seq) -> tuple[int, int]:
+    def _hits(self, s: Seq) -> tuple[int, int, int]:
+        """(GPU hit blocks, how many of them are unreferenced, offload-tier hit blocks after them)."""
         if s.group < 0 or not self.prefix_blocks:
-            return 0, 0
-        return self.pool.lookup(s.group, min(self.prefix_blocks, (s.tokens - 1) // self.bs))
+            return 0, 0, 0
+        limit = min(self.prefix_blocks, (s.tokens - 1) // self.bs)
+        h, evictable = self.pool.lookup(s.group, limit)
+        return h, evictable, (self.tier.chain(s.group, h, limit) if self.tier is not None else 0)
 
     def _admit(self, budget: int, sched: list[tuple[Seq, int]]) -> None:
         waiting, pool, bs, win = self.waiting, self.pool, self.bs, self.win
         while waiting and budget > 0 and len(self.running) < self.sched.max_num_seqs:
             s = waiting[0]
-            h, evictable = self._hits(s)
-            new = min(s.tokens - h * bs, budget)
-            need = _cdiv(new, bs)
+            h, evictable, t = self._hits(s)
+            new = min(s.tokens - (h + t) * bs, budget)
+            need = t + _cdiv(new, bs)  # tier hits take GPU blocks too (loaded, not computed)
             if need + evictable > pool.num_free:
                 return
             pool.touch(s.group, h)
+            if t and self.tier is not None:
+                self.tier.touch(s.group, h, t)
+                self.load_s += t * self.block_load_s
             ev = pool.allocate(need)
-            s.nkeys, s.blocks, s.computed, s.dup = h, h + need, h * bs, False
+            s.nkeys, s.blocks, s.computed, s.dup = h, h + need, (h + t) * bs, False
             if win.open:
-                win.hit_tokens += h * bs
+                win.hit_tokens += (h + t) * bs
+                win.tier_hit_tokens += t * bs
+                win.tier_load_s += t * self.block_load_s
                 win.queried_tokens += s.tokens
                 win.evictions += ev
             waiting.popleft()
@@ -180,9 +194,9 @@ class Engine:
                 or self.sched.max_num_batched_tokens - self.n_dec <= 0):
             return True, 0
         s = self.waiting[0]
-        h, evictable = self._hits(s)
-        new = min(s.tokens - h * self.bs, self.sched.max_num_batched_tokens - self.n_dec)
-        return _cdiv(new, self.bs) + evictable > self.pool.num_free, evictable
+        h, evictable, t = self._hits(s)
+        new = min(s.tokens - (h + t) * self.bs, self.sched.max_num_batched_tokens - self.n_dec)
+        return t + _cdiv(new, self.bs) + evictable > self.pool.num_free, evictable
 
     # -- k pure-decode steps at once ----------------------------------------------------
     def _jump(self) -> None:
@@ -342,7 +356,8 @@ class Engine:
                   finished: list[Seq], *, lazy: bool) -> None:
         """Time the step, advance every scheduled request, retire the finished ones."""
         prefill = sum(c for s, c in sched if s.state == PREFILL)
-        dt = self.cost.step_s(prefill, n_dec, kv_read)
+        dt = self.cost.step_s(prefill, n_dec, kv_read) + self.load_s
+        self.load_s = 0.0
         out = n_dec
         self.now += dt
         self.G += 1

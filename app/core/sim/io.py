@@ -14,7 +14,11 @@ Input (every key but ``pool`` optional)::
      "scheduler": {"max_num_seqs": 256, "max_num_batched_tokens": 8192,
                    "enable_prefix_caching": true},
      "cost_model": {"base_s": 0.016, "per_prefill_token_s": 0.00016,
-                    "per_decode_seq_s": 0.0001, "per_kv_token_read_s": 1.3e-7}}
+                    "per_decode_seq_s": 0.0001, "per_kv_token_read_s": 1.3e-7},
+     "kv_tier": {"blocks": 90000, "block_load_s": 0.0000472}}
+
+``kv_tier`` (optional) is an offload tier behind the pool: its capacity in GPU blocks and the time one
+block takes to come back (``app.core.sim.tier``; a plan's CPU tier fills it, ``services.simulation``).
 
 A ``{"plan": ...}`` document must be resolved to ``pool`` by the caller (a ``plan`` key
 next to ``pool`` is ignored).  Any problem with the document raises :class:`SimInputError`
@@ -34,6 +38,7 @@ from app.core.errors import InputError
 from app.core.sim.cost import CostModel
 from app.core.sim.ramp import SimConfig, simulate
 from app.core.sim.state import SchedulerConfig, SimCancelled
+from app.core.sim.tier import TierConfig
 from app.core.sim.workload import DEFAULT_OUTPUT, DEFAULT_PROMPT, Empirical, LengthDist, Lognormal, Workload
 
 __all__ = ["SimCancelled", "SimInputError", "config_json", "parse", "simulate_from_json"]
@@ -213,10 +218,20 @@ def _cost(value: object) -> CostModel:
     return CostModel(**values)
 
 
+def _tier(value: object) -> TierConfig | None:
+    if value is None:
+        return None
+    spec = _obj(value, "kv_tier", {"blocks", "block_load_s"})
+    if "blocks" not in spec:
+        raise SimInputError("kv_tier.blocks", "is required (the tier's capacity in GPU blocks)")
+    return TierConfig(blocks=_int(spec["blocks"], "kv_tier.blocks", 0, MAX_BLOCKS),
+                      block_load_s=_num(spec.get("block_load_s", 0.0), "kv_tier.block_load_s", 0.0, 10.0))
+
+
 def parse(doc: object) -> tuple[SimConfig, int, str | None]:
     """The validated configuration, the seed and the echoed pool source."""
     top = _obj(doc, "$", {"pool", "pool_source", "plan", "workload", "ramp", "seed", "scheduler",
-                          "cost_model", "cost_source"})
+                          "cost_model", "cost_source", "kv_tier"})
     if "pool" not in top:
         raise SimInputError("pool", "is required: {\"blocks\": N, \"block_size\": 16} "
                                     "(resolve a plan to its binding rank's pool first)")
@@ -232,7 +247,7 @@ def parse(doc: object) -> tuple[SimConfig, int, str | None]:
     seed = _int(top.get("seed", 0), "seed", 0, 2**63 - 1)
     cfg = SimConfig(blocks=blocks, block_size=block_size, workload=workload, requests_per_level=requests,
                     ramp=_ramp(top.get("ramp")), scheduler=_scheduler(top.get("scheduler")),
-                    cost=_cost(top.get("cost_model")))
+                    cost=_cost(top.get("cost_model")), tier=_tier(top.get("kv_tier")))
     need = -(-workload.longest_request_tokens() // block_size)
     if need > blocks - 1:
         raise SimInputError("pool.blocks", f"{blocks} blocks (one is vLLM's null block) cannot hold the "
@@ -261,6 +276,7 @@ def config_json(cfg: SimConfig, seed: int, source: str | None) -> dict[str, Any]
         "seed": seed,
         "scheduler": asdict(cfg.scheduler),
         "cost_model": asdict(cfg.cost),
+        **({"kv_tier": asdict(cfg.tier)} if cfg.tier is not None else {}),
     }
 
 

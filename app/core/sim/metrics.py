@@ -44,6 +44,7 @@ class Window:
     """Accumulators; the engine adds to them only while ``open``."""
 
     usable_blocks: int
+    tier: bool = False  # an offload tier is configured: its figures join the summary
     open: bool = False
     start_s: float = 0.0
     end_s: float = 0.0
@@ -60,6 +61,8 @@ class Window:
     preemptions: int = 0
     evictions: int = 0
     recomputed_tokens: int = 0
+    tier_hit_tokens: int = 0
+    tier_load_s: float = 0.0
     ttft_s: list[float] = field(default_factory=list)
     tpot_s: list[float] = field(default_factory=list)
     latency_s: list[float] = field(default_factory=list)
@@ -88,7 +91,7 @@ class Window:
         tpot = sorted(self.tpot_s)
         lat = self.latency_s
         steps = max(self.steps, 1)
-        return {
+        out: dict[str, object] = {
             "concurrency": concurrency,
             "throughput_tokens_per_s": self.output_tokens * per_s,
             "requests_per_s": len(lat) * per_s,
@@ -111,3 +114,7 @@ class Window:
             "window_s": span,
             "steady_state": steady,
         }
+        if self.tier:
+            out["tier_hit_tokens"] = self.tier_hit_tokens
+            out["tier_load_s"] = self.tier_load_s
+        return out

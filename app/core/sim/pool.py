@@ -29,6 +29,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from app.core.sim.tier import KVTier
+
 BlockKey = tuple[int, int]
 """A prefix block's identity: (prefix group, block index in the prefix).
 
@@ -80,7 +82,7 @@ class BlockPool:
     :meth:`release`.
     """
 
-    __slots__ = ("_groups", "_queue", "_stamp", "evictions", "held_anon", "num_free", "total")
+    __slots__ = ("_groups", "_queue", "_stamp", "evictions", "held_anon", "num_free", "tier", "total")
 
     def __init__(self, total: int) -> None:
         if total < 0:
@@ -97,6 +99,7 @@ class BlockPool:
         if total:
             self._queue.append([total])
         self._stamp = 0
+        self.tier: KVTier | None = None  # where evicted prefix blocks spill (app.core.sim.tier)
 
     # -- queries ------------------------------------------------------------------------
     def _get(self, key: BlockKey) -> _Cached | None:
@@ -169,6 +172,8 @@ class BlockPool:
                     c = entry[0]
                     g = self._groups[c.group]
                     g.slots[c.index] = None
+                    if self.tier is not None:
+                        self.tier.put((c.group, c.index))
                     if c.index < g.chain:
                         g.chain = c.index
                         g.recount()

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from app.core.sim.cost import CostModel
 from app.core.sim.engine import Engine
 from app.core.sim.state import SchedulerConfig, SimCancelled
+from app.core.sim.tier import TierConfig
 from app.core.sim.workload import RequestSpec, Workload, make_requests, without_sharing
 
 PEAK_FRACTION = 0.9
@@ -33,6 +34,7 @@ class SimConfig:
     ramp: tuple[int, ...] = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     cost: CostModel = field(default_factory=CostModel)
+    tier: TierConfig | None = None  # an offload tier behind the pool (app.core.sim.tier)
 
 
 Progress = Callable[[float], None]
@@ -43,7 +45,7 @@ def run_level(cfg: SimConfig, requests: list[RequestSpec], concurrency: int,
               cancel: Cancel | None = None, tick: Progress | None = None) -> dict[str, object]:
     engine = Engine(blocks=cfg.blocks, block_size=cfg.block_size, sched=cfg.scheduler, cost=cfg.cost,
                     requests=requests, concurrency=concurrency,
-                    prefix_tokens=cfg.workload.shared_prefix_tokens)
+                    prefix_tokens=cfg.workload.shared_prefix_tokens, tier=cfg.tier)
     return engine.run(cancel, tick)
 
 
