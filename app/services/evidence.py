@@ -173,6 +173,7 @@ def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) 
         layout["expert_parallel"] = True  # the run's own --enable-expert-parallel, for its deploy command
     data["layout"] = layout
     workers = layout.get("tp", 1) * layout.get("pp", 1)
+    _logged_engine_layers(doc, run, engine, workers, notes)
     if len(ranks) < len(run.get("ranks") or []) or len(ranks) % workers:
         data["ranks_partial"] = True  # the workers the log prints, not every worker of the layout
     if from_blocks is None and not any(
@@ -189,6 +190,21 @@ def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) 
         if version is not None:
             data["vllm_version"] = version
     return PlanDocument.model_validate(data)
+
+
+def _logged_engine_layers(doc: PlanDocument, run: Mapping[str, Any], engine: JSON, workers: int,
+                          notes: list[str]) -> None:
+    """The run's KV offload tier and prefix-caching setting, where its log states them (issue 15)."""
+    from app.services.plan_layers import logged_offload
+
+    offload, note = logged_offload(run, workers)
+    if offload is not None and "kv_offload" not in doc.engine.model_fields_set:
+        engine["kv_offload"] = offload
+    if note is not None and "kv_offload" not in doc.engine.model_fields_set:
+        notes.append(note)
+    prefix = (run.get("settings") or {}).get("enable_prefix_caching")
+    if isinstance(prefix, bool) and "enable_prefix_caching" not in doc.engine.model_fields_set:
+        engine["enable_prefix_caching"] = prefix
 
 
 def _stated(run: Mapping[str, Any], key: str) -> int | None:

@@ -4,7 +4,10 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 from app.core.dp_layout import DPLayout, check_dp_layout, dp_weights
 from app.core.errors import InputError
@@ -14,6 +17,8 @@ from app.core.plan import Layout, ModelInput
 from app.core.prefix_pool import default_prefix_caching
 from app.core.versions import rules_for
 from app.schemas import PlanDocument
+
+JSON = dict[str, Any]
 
 
 def kv_offload(doc: PlanDocument, version: str) -> KVOffload | None:
@@ -62,3 +67,33 @@ def node(doc: PlanDocument) -> Node | None:
         raise InputError("node.host_memory_bytes", "must be above 0 (the host's memory, e.g. '1 TiB')")
     return Node(spec.host_memory_bytes, spec.gpus_per_node, spec.host_link)
 
+
+_CONNECTORS = {"LMCacheConnectorV1": "lmcache", "LMCacheMPConnector": "lmcache", "OffloadingConnector": "native",
+               "SimpleCPUOffloadConnector": "native"}
+_CPU_BYTES = re.compile(r"['\"]cpu_bytes_to_use(_per_rank)?['\"]\s*:\s*(\d+(?:\.\d+)?)")
+
+
+def logged_offload(run: Mapping[str, Any], workers: int) -> tuple[JSON | None, str | None]:
+    """The KV offload tier a log's non-default args state, as `engine.kv_offload`, or a note saying
+    what the log leaves unknown: `kv_offloading_size` (GiB, the engine's total) and `kv_offloading_backend`
+    (vLLM ≥ 0.11.1), else a `kv_transfer_config` naming an offloading connector (`cpu_bytes_to_use`, or
+    `cpu_bytes_to_use_per_rank` × TP × PP workers, vllm/v1/kv_offload/cpu/spec.py and
+    simple_cpu_offload_connector.py @28be48fa; LMCache keeps its size in its own configuration)."""
+    args = (run.get("settings") or {}).get("non_default_args")
+    if not isinstance(args, Mapping):
+        return None, None
+    size = args.get("kv_offloading_size")
+    if isinstance(size, int | float) and not isinstance(size, bool) and size > 0:
+        backend = args.get("kv_offloading_backend")
+        return {"backend": backend if backend in ("native", "lmcache") else "native",
+                "cpu_bytes": int(float(size) * 2**30)}, None
+    config = str(args.get("kv_transfer_config") or "")
+    connector = next((c for c in _CONNECTORS if c in config), None)
+    if connector is None:
+        return None, None
+    match = _CPU_BYTES.search(config)
+    if match is None:
+        return None, (f"the run offloads KV through {connector} (kv_transfer_config); its size is not in the log "
+                      "(LMCache reads it from its own configuration): give engine.kv_offload to see the tier")
+    total = float(match[2]) * (workers if match[1] else 1)
+    return {"backend": _CONNECTORS[connector], "cpu_bytes": int(total)}, None
