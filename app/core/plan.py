@@ -75,6 +75,9 @@ class Engine:
     speculative: SpecSpec | None = None  # --speculative-config (app.core.speculative)
     kv_offload: KVOffload | None = None  # --kv-offloading-backend / --kv-offloading-size (app.core.kv_tiers)
     enable_prefix_caching: bool = True  # --enable-prefix-caching (the version's default: app.core.prefix_pool)
+    # True when no document or log stated max_model_len and the model's default was taken
+    # (vLLM's own default: max_position_embeddings, vllm/config/model.py get_and_verify_max_len)
+    max_model_len_assumed: bool = False
 
 
 @dataclass(frozen=True)
@@ -279,6 +282,13 @@ def extra_rows(plan: PlanInput, rules: VersionRules) -> tuple[tuple[RankInput, .
     return with_extra_rows(plan.ranks, inputs)
 
 
+def _assumed_clause(plan: PlanInput) -> str:
+    if not plan.engine.max_model_len_assumed:
+        return ""
+    return (f". Caveat: max_model_len was not stated (neither the log nor the plan gives it), so the model's "
+            f"default {plan.engine.max_model_len:,} was assumed; if the run set --max-model-len, give that value")
+
+
 def warnings(result: PlanResult) -> tuple[Warning, ...]:
     """Pre-flight failures and other findings, in plain words."""
     out = [Warning(code, message, lg.label) for lg in result.ledgers for code, message in lg.problems]
@@ -290,7 +300,8 @@ def warnings(result: PlanResult) -> tuple[Warning, ...]:
                 f"vLLM will not start: one {plan.engine.max_model_len:,}-token request needs "
                 f"{fmt_bytes(adm.per_request_bytes)} of KV on rank {adm.binding_rank}, which has "
                 f"{fmt_bytes(max(0, min(lg.kv.bytes for lg in result.ledgers)))}"
-                f"{_null_block_clause(result)}; the largest max_model_len that fits is {adm.largest_max_model_len:,}",
+                f"{_null_block_clause(result)}; the largest max_model_len that fits is {adm.largest_max_model_len:,}"
+                f"{_assumed_clause(plan)}",
                 adm.binding_rank,
             )
         )

@@ -43,6 +43,8 @@ class WhatIf:
 def set_engine(plan: PlanInput, **changes: object) -> WhatIf:
     """Change engine settings (utilization, KV dtype, block size, max_model_len, max_num_seqs…)."""
     engine = replace(plan.engine, **changes)  # type: ignore[arg-type]
+    if "max_model_len" in changes:  # a stated length replaces the assumed default
+        engine = replace(engine, max_model_len_assumed=False)
     changed = tuple(f"engine.{k}" for k in sorted(changes))
     new_plan = replace(plan, engine=engine)
     if "gpu_memory_utilization" in changes:

@@ -65,11 +65,15 @@ def test_the_chosen_model_gives_the_run_its_tp_degree_and_name(client: TestClien
     # The log does not state the run's max_model_len, so the plan takes the model's 131,072, which
     # does not fit in 3,947 blocks: the page leads with that and offers the largest that fits.
     assert 'id="flags-refused"' in page and 'id="flags-text"' not in page
+    (core,) = [w for w in result["warnings"] if w["code"] == "max_model_len_does_not_fit"]
+    assert "max_model_len was not stated" in core["message"] and "default 131,072 was assumed" in core["message"]
+    assert "max_model_len was not stated" in html.unescape(page)
     lever = re.search(r'<tr data-knob="max_model_len"[^>]*>\s*<td><a href="([^"]+)"', page)
     assert lever is not None
     fitted = client.get(html.unescape(lever.group(1))).text
     assert "vllm serve Qwen/Qwen2.5-32B \\\n  --tensor-parallel-size 2" in fitted
     assert "--max-model-len 63152" in fitted
+    assert "max_model_len was not stated" not in fitted  # the lever states it
 
 
 def test_a_pasted_config_json_stands_for_the_model(client: TestClient) -> None:
