@@ -3,7 +3,9 @@
 (function () {
   "use strict";
 
-  var PLOT_CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
+  // No cloud buttons: nothing leaves the page ("send to cloud" / "edit in Chart Studio" off).
+  var PLOT_CONFIG = { displaylogo: false, responsive: true, showSendToCloud: false, showEditInChartStudio: false,
+                      modeBarButtonsToRemove: ["lasso2d", "select2d"] };
 
   function drawCharts(root) {
     if (!window.Plotly) { return; }
@@ -72,7 +74,29 @@
   document.addEventListener("change", function (event) {
     var el = event.target;
     if (el.matches && el.matches("[data-full-submit]") && el.form) { el.form.submit(); }
+    if (el.matches && el.matches("input[type=range]") && el.form && el.form.hasAttribute("hx-get")) { commitSoon(); }
   });
+
+  // History: every slider tick replaces the address (HX-Replace-Url); a slider that is released
+  // and left still for COMMIT_MS adds one entry, so Back returns to the what-if before it. The
+  // entries carry htmx's state, so Back is htmx's history restore (a reload: no history cache).
+  var COMMIT_MS = 700;
+  var committed = window.location.pathname + window.location.search;
+  var commitTimer = null;
+  function commitSoon() {
+    if (commitTimer) { window.clearTimeout(commitTimer); }
+    commitTimer = window.setTimeout(commit, COMMIT_MS);
+  }
+  function commit() {
+    commitTimer = null;
+    // a request in flight (htmx marks its indicator): wait for the newest tick's address
+    if (document.querySelector(".htmx-request")) { commitSoon(); return; }
+    var now = window.location.pathname + window.location.search;
+    if (now === committed) { return; }
+    window.history.replaceState({ htmx: true }, "", committed);
+    window.history.pushState({ htmx: true }, "", now);
+    committed = now;
+  }
 
   // "Compare": A is the plan as this page was first opened, B the current (slider-moved) URL.
   var openedUrl = window.location.pathname + window.location.search;

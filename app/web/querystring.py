@@ -9,13 +9,18 @@ the form key, so that the error shows next to the field the user touched.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from app.services import plan_query
 
-#: The what-if keys: the base document's id, then every knob of `app.services.plan_query.KNOBS`.
-KEYS: tuple[str, ...] = ("base", *(knob.key for knob in plan_query.KNOBS))
+#: The what-if keys: the base document's id, then every knob of `app.services.plan_query.KNOBS`, then
+#: `from`, the saved plan (`/p/<slug>`) a what-if edits: it changes no number, and saving the
+#: what-if makes a new version of that plan (issue 17 item 17).
+FROM_KEY = "from"
+KEYS: tuple[str, ...] = ("base", *(knob.key for knob in plan_query.KNOBS), FROM_KEY)
+_SLUG = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 FIELD_KEYS_SET = frozenset(KEYS)
 #: Keys of older URLs, read as the key that replaced them ("gpu_total=80GiB" → "gpu=80GiB").
 LEGACY_KEYS = {"gpu_total": "gpu"}
@@ -29,6 +34,8 @@ def clean(params: Mapping[str, str] | Iterable[tuple[str, str]]) -> dict[str, st
         key = LEGACY_KEYS.get(key, key)
         if key in FIELD_KEYS_SET:
             text = value.strip()
+            if key == FROM_KEY and not _SLUG.match(text):
+                continue  # not a saved plan's slug: ignored like an unknown key
             if text:
                 out[key] = text
             else:

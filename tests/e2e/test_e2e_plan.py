@@ -60,7 +60,10 @@ def test_history_is_not_flooded_by_slider_ticks(page: Any) -> None:
         page.keyboard.press("ArrowLeft")
         page.wait_for_timeout(250)
     page.wait_for_url("**util=0.89")
-    assert page.evaluate("() => history.length") == length
+    # the ticks replace the address; the what-if they end on is one entry (issue 17 item 22)
+    page.wait_for_function("n => history.length === n + 1", arg=length)
+    page.wait_for_timeout(1000)  # not a speed check: no further entry appears once it rests
+    assert page.evaluate("() => history.length") == length + 1
 
 
 def test_invalid_text_shows_inline_error_then_recovers(page: Any) -> None:

@@ -4,6 +4,8 @@ UPDATE: the database refuses it), and today's recomputation explains any differe
 
 from __future__ import annotations
 
+import html
+import re
 from typing import Any
 
 import pytest
@@ -258,3 +260,40 @@ def test_a_saved_plan_with_many_ranks_renders_like_the_plan_page(client: TestCli
     context = last_render(renders, "pages/saved_plan.html").context
     assert set(context["charts"]) >= {"pool", "dist"}  # the distribution view past MAX_BARS, as on /plan
     assert 'id="chart-dist-data"' in page.text and 'id="chart-pool-data"' in page.text
+
+
+def test_the_what_if_of_a_saved_plan_saves_as_its_new_version(client: TestClient,
+                                                              renders: list[RenderEvent]) -> None:
+    """Issue 17 item 17: the "Edit as a what-if" page names the plan it edits (`from`), keeps it over
+    slider ticks, and its own Save button makes a new version of it: no address to paste."""
+    parent = _save(client, PLAN_DOC, title="first")
+    client.get(parent["url"])
+    edit_url = last_render(renders, "pages/saved_plan.html").context["edit_url"]
+    assert f"from={parent['slug']}" in edit_url
+    page = client.get(edit_url + "&util=0.85")
+    assert page.status_code == 200 and "Save as a new version" in page.text
+    form = re.search(r'<form id="save-plan".*?</form>', page.text, re.S)
+    assert form is not None
+    plan = html.unescape(re.search(r'name="plan" value="([^"]+)"', form[0])[1])  # type: ignore[index]
+    assert f"from={parent['slug']}" in plan and "util=0.85" in plan
+    tick = client.get(plan, headers={"HX-Request": "true", "HX-Target": "results"})
+    assert f"from={parent['slug']}" in tick.headers["HX-Replace-Url"]  # a slider tick keeps it
+    response = client.post("/plans", data={"plan": plan}, follow_redirects=False)  # only the page's own field
+    assert response.status_code == 303, response.text
+    child = client.get(response.headers["location"] + ".json").json()
+    assert child["parent"] == parent["slug"] and child["versions"] == [parent["slug"], child["slug"]]
+    assert child["engine"]["gpu_memory_utilization"] == 0.85 and child["title"] == "first"
+    assert child["slug"] in client.get(parent["url"]).text
+    # a `from` naming no saved plan is a clear error on the save, and no plan is stored
+    missing = client.post("/plans", data={"plan": "/plan?from=nosuchplan&util=0.8"}, follow_redirects=False)
+    assert missing.status_code in (404, 422) and "nosuchplan" in missing.text
+    assert "from=" not in client.get("/plan?from=%3Cscript%3E&util=0.8").text.split("<body", 1)[1].split("plan-form")[0]
+
+
+def test_the_default_plan_saves_from_its_own_page(client: TestClient) -> None:
+    """The default plan's canonical address is a bare /plan (no query): its Save button posts that."""
+    response = client.post("/plans", data={"plan": "/plan"}, follow_redirects=False)
+    assert response.status_code == 303, response.text
+    saved = client.get(response.headers["location"] + ".json").json()
+    assert saved["tokens"] == client.get("/plan.json").json()["tokens"]
+    assert client.post("/plans", data={"plan": "/sim"}).status_code == 422

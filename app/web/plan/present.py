@@ -34,6 +34,14 @@ from app.web.size.links import size_link
 
 #: The form's fields: one per knob of the knob table.
 FORM_KEYS = tuple(knob.key for knob in plan_query.KNOBS)
+#: The form's GPU-memory fields, shown only when no measured base document gives the memory.
+MEMORY_KEYS = frozenset({"gpu", "gpu_free", "ranks"})
+
+
+def error_slot_keys(show_memory: bool) -> tuple[str, ...]:
+    """The `#err-KEY` slots the plan form renders: a fragment swaps out-of-band only into these
+    (htmx logs a console error for an out-of-band target the page lacks)."""
+    return FORM_KEYS if show_memory else tuple(k for k in FORM_KEYS if k not in MEMORY_KEYS)
 BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 ERROR_CODES = frozenset(
     {"free_below_requested", "no_kv_memory", "no_memory", "manual_does_not_fit", "max_model_len_does_not_fit"}
@@ -72,7 +80,7 @@ def model_options(current: str, with_base: bool) -> list[tuple[str, str]]:
 def form_context(query: Mapping[str, str], result: Mapping[str, Any] | None, has_base: bool) -> dict[str, Any]:
     """The form's values, options and placeholders (from the result when there is one)."""
     form = {key: query.get(key, "") for key in FORM_KEYS}
-    form["base"] = query.get("base", "")
+    form["base"], form["from"] = query.get("base", ""), query.get(querystring.FROM_KEY, "")
     placeholders: dict[str, str] = {}
     tp_options = [1, 2, 4, 8]
     if result is not None:
@@ -177,7 +185,8 @@ def page_context(
     context: dict[str, Any] = {
         "nav": "plan", "result": None, "error": None, "field_errors": {}, "charts": {}, "kpis": [],
         "admission": [], "rank_rows": [], "rank_columns": [], "rank_note": "", "rows_kind": "",
-        "base_id": query.get("base"), "json_url": "", "form_keys": FORM_KEYS,
+        "base_id": query.get("base"), "json_url": "",
+        "form_keys": error_slot_keys(not has_base or _estimated_base(base_doc)),
         "compare_url": "", "sim_url": "", "token_required": False, "chart_version": "",
         "error_codes": ERROR_CODES, "url": "", "levers_url": "", "title_name": "",
     }
@@ -371,6 +380,7 @@ def plan_context(view: PlanView, form: bool = True) -> dict[str, Any]:
         start_levers=start_lever_rows(result, view.url), tiers=tiers_card(result),
     )
     context["show_memory"] = not has_base or _estimated_base(view.base_doc)
+    context["form_keys"] = error_slot_keys(context["show_memory"])
     context["layout_note"] = view.layout_note
     if form and context["show_memory"] and not context["form"]["gpu"]:
         context["form"]["gpu"] = _gpu_field_text(view.doc)

@@ -203,8 +203,9 @@ def canonical_query(
 ) -> dict[str, str]:
     """query_from_plan's canonical query (compared with the base document's own values), plus the base id."""
     canonical = plan_query.query_from_plan(doc, base_doc, defaults)
-    if "base" in query:
-        canonical["base"] = query["base"]
+    for key in ("base", querystring.FROM_KEY):
+        if key in query:
+            canonical[key] = query[key]
     return canonical
 
 

@@ -6,6 +6,7 @@ GET on a saved plan's address answers 405.
 from __future__ import annotations
 
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Body, Form, Query, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
@@ -145,16 +146,20 @@ def save_from_whatif(
     expect_page(request, "pages/saved_plans.html", {**present.saved_list_context(recent, request), "form": form})
     bases = request.app.state.bases
     query = querystring.from_text(plan)
-    if not query:
+    if not query and urlsplit(plan.strip()).path.rstrip("/").split("/")[-1] != "plan":
+        # (a bare /plan is the default plan: its canonical address has no query at all)
         raise InputError("plan", "paste the address of a plan page (/plan?…) or its query string")
-    if parent.strip() and "base" in query and bases.get(query["base"]) is None:
-        _restore_parent_base(database(request.app).read, parent.strip(), query["base"], bases)
+    edits = parent.strip() or query.get(querystring.FROM_KEY, "")
+    if edits and "base" in query and bases.get(query["base"]) is None:
+        _restore_parent_base(database(request.app).read, edits, query["base"], bases)
     try:
         doc = views.plan_view(query, bases, levers=False).doc
     except InputError as exc:  # about one what-if key of the address: show it on the address field
         key = querystring.field_key(exc.field) or exc.field
         raise InputError("plan", f"{exc.message} ({key})" if key else exc.message) from None
-    saved = saved_plans.save_document(writer, doc, title, parent.strip() or None, listed=bool(listed))
+    # A what-if opened with "Edit as a what-if" names the saved plan it edits (`from`): a new version of it.
+    parent = parent.strip() or query.get(querystring.FROM_KEY, "")
+    saved = _save_what_if(writer, doc, title, parent, bool(listed))
     return RedirectResponse(f"/p/{saved.slug}", status_code=303)
 
 
@@ -172,6 +177,16 @@ def unlock_lists(
     if token and request.app.state.settings.write_token:
         response.set_cookie(LIST_COOKIE, token, httponly=True, samesite="strict", path="/")
     return response
+
+
+def _save_what_if(writer: sessionmaker[Session], doc: dict[str, Any], title: str, parent: str,
+                  listed: bool) -> saved_plans.Saved:
+    """Save the what-if (a new version of `parent` when given); a parent that is no saved plan is
+    an error on the save form's `parent` field, naming it."""
+    try:
+        return saved_plans.save_document(writer, doc, title, parent or None, listed=listed)
+    except repo.NotFound:
+        raise InputError("parent", f"no saved plan {parent[:40]!r} to make a new version of") from None
 
 
 def _restore_parent_base(reader: sessionmaker[Session], parent: str, base_id: str, bases: BaseStore) -> None:

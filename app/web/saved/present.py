@@ -62,7 +62,8 @@ def saved_plan_context(
 ) -> dict[str, Any]:
     record = opened.record
     query = edit_query(record.document, bases)
-    edit_url = querystring.page_url("/plan", query)
+    # the what-if names this plan (`from`): its Save makes a new version of it, no address to paste
+    edit_url = querystring.page_url("/plan", {**query, querystring.FROM_KEY: record.slug})
     result = record.summary
     view = PlanView(query, edit_url, dict(record.document), bases.get(query["base"]) if "base" in query else None,
                     result, {})
