@@ -165,3 +165,13 @@ def test_a_run_without_model_or_kv_bytes_names_the_fields_the_import_page_has(cl
     page = client.post("/import", data={"text": text}, headers=SAME).text
     assert "add model.config" not in page
     assert "Model list" in page and "config.json" in page
+
+
+def test_the_advice_never_promises_a_box_it_emptied(client: TestClient) -> None:
+    """Issue 17 item 16: a log too large to keep in the box (over 1 MiB) is not said to stay there."""
+    padding = "INFO 01-01 00:00:00 [core.py:1] nothing to see here\n" * 25_000
+    big = client.post("/import", data={"text": padding + LOG39}, headers=SAME)
+    assert big.status_code == 200
+    assert "the log stays in the box" not in big.text and "paste or choose the log again" in big.text
+    small = client.post("/import", data={"text": LOG39}, headers=SAME)
+    assert "the log stays in the box" in small.text
