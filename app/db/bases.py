@@ -18,7 +18,7 @@ transaction and commit nothing.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,6 +90,31 @@ def put(session: Session, limits: BaseLimits, *, base_id: str, document: Mapping
     _evict(session, true(), limits.max_bytes - size)
     session.add(BaseDocument(id=base_id, document=dict(document), owner=owner, size_bytes=size, used_at=now,
                              created_at=now))
+
+
+def put_many(session: Session, limits: BaseLimits, items: Sequence[tuple[str, Mapping[str, Any], int]], *,
+             owner: str, now: dt.datetime) -> None:
+    """`put` for several (id, document, size) at once, in the caller's one transaction (a log
+    import's plans): one purge, one eviction pass for the room they all need, one insert. The
+    caller keeps their sizes together within one client's allowance."""
+    _lock(session)
+    purge(session, limits, now)
+    unique = {base_id: (document, size) for base_id, document, size in items}
+    present: set[str] = set()
+    for start in range(0, len(unique), 500):
+        chunk = list(unique)[start:start + 500]
+        for row in session.scalars(select(BaseDocument).where(BaseDocument.id.in_(chunk))):
+            row.used_at = now
+            present.add(row.id)
+    new = {k: v for k, v in unique.items() if k not in present}
+    need = sum(size for _, size in new.values())
+    if need > limits.client_bytes:
+        raise BaseTooLarge(f"these documents are {need / MIB:.1f} MiB as JSON; this server keeps at most "
+                           f"{limits.client_bytes / MIB:.1f} MiB of unsaved documents per client")
+    _evict(session, BaseDocument.owner == owner, limits.client_bytes - need)
+    _evict(session, true(), limits.max_bytes - need)
+    session.add_all([BaseDocument(id=base_id, document=dict(document), owner=owner, size_bytes=size, used_at=now,
+                                  created_at=now) for base_id, (document, size) in new.items()])
 
 
 def get(session: Session, limits: BaseLimits, base_id: str, now: dt.datetime) -> dict[str, Any] | None:

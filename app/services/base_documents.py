@@ -24,7 +24,7 @@ import json
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 
 class BaseStore(Protocol):
     def put(self, doc: Mapping[str, object]) -> str: ...
+
+    def put_many(self, docs: Sequence[Mapping[str, object]]) -> list[str | None]: ...
 
     def get(self, base_id: str) -> dict[str, object] | None: ...
 
@@ -80,6 +82,9 @@ class MemoryBaseStore:
             while len(self._docs) > self.capacity or (self._bytes > self.capacity_bytes and len(self._docs) > 1):
                 self._bytes -= self._docs.popitem(last=False)[1][1]
         return base_id
+
+    def put_many(self, docs: Sequence[Mapping[str, object]]) -> list[str | None]:
+        return [self.put(doc) for doc in docs]
 
     def get(self, base_id: str) -> dict[str, object] | None:
         """The stored document itself (immutable: read it, never change it)."""
@@ -121,6 +126,34 @@ class DurableBaseStore:
         except SQLAlchemyError as exc:
             log.warning("base document %s kept in memory only: %s", base_id, exc)
         return self.memory.put(doc, len(data))
+
+    def put_many(self, docs: Sequence[Mapping[str, object]]) -> list[str | None]:
+        """Store several documents (an imported log's plans) in one transaction. Only as many as
+        fit one client's allowance together are stored (None for the rest): stored one by one, the
+        later ones would evict the earlier ones, and their links would be dead on arrival."""
+        out: list[str | None] = []
+        items: list[tuple[str, Mapping[str, object], int]] = []
+        total, seen = 0, set()
+        for doc in docs:
+            data = canonical(doc)
+            base_id = hashlib.sha256(data).hexdigest()[:16]
+            if base_id not in seen and total + len(data) > self.limits.client_bytes:
+                out.append(None)
+                continue
+            if base_id not in seen:
+                seen.add(base_id)
+                total += len(data)
+                items.append((base_id, doc, len(data)))
+            out.append(base_id)
+        try:
+            factory = self.database()
+            if factory is not None and items:
+                run_write(factory, lambda s: bases.put_many(s, self.limits, items, owner=CLIENT.get(), now=self.now()))
+        except SQLAlchemyError as exc:
+            log.warning("%d base documents kept in memory only: %s", len(items), exc)
+        for _, doc, size in items:
+            self.memory.put(doc, size)
+        return out
 
     def get(self, base_id: str) -> dict[str, object] | None:
         doc = self.memory.get(base_id)

@@ -75,3 +75,31 @@ def test_one_document_over_the_allowance_is_a_clear_422(settings: Settings) -> N
         assert response.status_code == 422
         assert "at most 0.1 MiB of unsaved documents per client" in response.json()["error"]["message"]
     assert _stored(capped) == (0, 0)
+
+
+def test_an_imports_plans_are_stored_in_one_write_and_none_evicts_another(settings: Settings) -> None:
+    """A log import stores every run's plan at once (`put_many`): as many as fit one client's
+    allowance together get a link that opens from the database; the rest are told why, and no
+    stored link of the same import is dead on arrival (stored one by one, later ones evicted the
+    first ones); another client's what-if stays."""
+    from app.services.clients import CLIENT
+
+    capped = replace(settings, base_client_bytes=100_000)
+    app = create_app(capped)
+    docs = [_doc(n) for n in range(1, 8)] + [_doc(1)]  # the last repeats the first: the same id
+    with TestClient(app, client=("10.0.0.7", 50000)) as other:  # the app's lifespan closes its database
+        theirs = _base_url(other, _doc(0))
+        token = CLIENT.set("10.0.0.9")
+        try:
+            ids = app.state.bases.put_many(docs)
+        finally:
+            CLIENT.reset(token)
+    stored = [i for i in ids if i is not None]
+    assert 2 <= len(set(stored)) <= 3 and ids[-1] == ids[0] and ids.count(None) == len(ids) - len(stored)
+    assert ids[:len(set(stored))] == list(dict.fromkeys(stored))  # the first ones, in order
+    count, size = _stored(capped)
+    assert count == len(set(stored)) + 1 and size <= 100_000 + 31_000
+    with TestClient(_fresh(capped)) as fresh:  # nothing in memory: from the database
+        for base_id in set(stored):
+            assert fresh.get(f"/plan?base={base_id}").status_code == 200
+        assert fresh.get(theirs).status_code == 200

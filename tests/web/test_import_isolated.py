@@ -66,3 +66,22 @@ def test_plan_documents_cost_one_run_each(monkeypatch: pytest.MonkeyPatch) -> No
     large, runs_large = work(3000)
     assert runs_large >= 1.8 * runs_small
     assert large / small < 1.3 * runs_large / runs_small  # linear, with slack for run sizes
+
+
+def test_an_import_with_more_plans_than_the_allowance_links_the_first_and_says_why_not_the_rest() -> None:
+    from dataclasses import replace
+
+    from bench_parser import real_logs
+
+    text = real_logs(1)  # the 59 real logs once: 40 runs, 11 distinct plan documents (~11 KB)
+    app = create_app(make_settings())
+    app.state.bases.limits = replace(app.state.bases.limits, client_bytes=4000)  # a few of them fit
+    with TestClient(app) as client:
+        reply = client.post("/api/v1/import/log", data={"text": text})
+        assert reply.status_code == 200, reply.text[:300]
+        links = reply.json()["plans"]
+        linked = [p for p in links if p["url"]]
+        refused = [p for p in links if p["error"] and "more runs' plans than the server keeps" in p["error"]]
+        assert linked and refused
+        for plan in linked:  # every link handed out opens: none was evicted by a later run of the import
+            assert client.get(plan["url"]).status_code == 200, plan

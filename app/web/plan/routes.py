@@ -20,7 +20,7 @@ from app.services import deploy, plan_query, plans
 from app.services.base_documents import BaseStore
 from app.web import cpu, htmx, querystring
 from app.web.plan import present, views, workflows
-from app.web.responses import PageSpec, expect_page, render
+from app.web.responses import FastJSONResponse, PageSpec, expect_page, render
 
 log = logging.getLogger(__name__)
 router = APIRouter(include_in_schema=False)
@@ -227,7 +227,7 @@ def import_post_json(
     settings = request.app.state.settings
     imported = workflows.import_log(workflows.log_text(text, file, settings.max_log_bytes), model,
                                     request.app.state.isolation, workflows.import_layout(tp, pp), config)
-    return JSONResponse(workflows.import_json(imported, _bases(request)))
+    return FastJSONResponse(workflows.import_json(imported, _bases(request)))
 
 
 @router.post("/start/config")

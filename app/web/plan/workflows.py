@@ -87,11 +87,24 @@ class ImportedLog:
     docs: list[tuple[dict[str, Any] | None, str | None]]
 
 
-def _run_plan_link(imported: ImportedLog, index: int, bases: BaseStore) -> dict[str, Any]:
-    doc, error = imported.docs[index] if index < len(imported.docs) else (None, "no plan for this run")
-    if doc is None:
-        return {"plan_url": None, "plan_error": error}
-    return {"plan_url": base_plan_url(doc, bases), "plan_error": None}
+#: Why a run's plan has no link: the import's plans together pass one client's allowance.
+PLANS_PAST_ALLOWANCE = ("this log has more runs' plans than the server keeps for one client at a time; "
+                        "import the start-ups you need on their own for a link to this one")
+
+
+def _plan_links(imported: ImportedLog, count: int, bases: BaseStore) -> list[dict[str, Any]]:
+    """Each run's link to a plan made from it (or why there is none); every plan document is
+    stored in one write (`put_many`), not one transaction per run."""
+    docs = [imported.docs[i] if i < len(imported.docs) else (None, "no plan for this run") for i in range(count)]
+    ids = iter(bases.put_many([doc for doc, _ in docs if doc is not None]))
+    links = []
+    for doc, error in docs:
+        base_id = next(ids) if doc is not None else None
+        if base_id is None:
+            links.append({"plan_url": None, "plan_error": error or PLANS_PAST_ALLOWANCE})
+        else:
+            links.append({"plan_url": querystring.page_url("/plan", {"base": base_id}), "plan_error": None})
+    return links
 
 
 def _scalars(section: object) -> dict[str, object]:
@@ -104,7 +117,9 @@ def _scalars(section: object) -> dict[str, object]:
 def import_runs(imported: ImportedLog, bases: BaseStore) -> list[dict[str, Any]]:
     """Each parsed run with its display pieces and a link to a plan made from it."""
     runs = []
-    for index, run in enumerate(imported.parsed.get("runs") or []):
+    parsed_runs = imported.parsed.get("runs") or []
+    links = _plan_links(imported, len(parsed_runs), bases)
+    for index, run in enumerate(parsed_runs):
         version = run.get("version") or {}
         stated = run.get("vllm_version")
         inferred = f"{version.get('inferred_min') or '?'} – <{version.get('inferred_max_exclusive') or '?'}"
@@ -112,7 +127,7 @@ def import_runs(imported: ImportedLog, bases: BaseStore) -> list[dict[str, Any]]
         runs.append({
             "index": index, "run": run, "version_text": stated or f"not stated (inferred {inferred})",
             "settings": settings, "engine": _scalars(run.get("engine")),
-            **_run_plan_link(imported, index, bases),
+            **links[index],
         })
     return runs
 
