@@ -85,7 +85,7 @@ class Settings:
     #: CPU seconds one request may spend reading a pasted log (in a child process) before it is
     #: stopped, and the wall-clock seconds it may take at most (waiting for a core included).
     import_time_limit_s: float = 30.0
-    import_wall_limit_s: float = 300.0
+    import_wall_limit_s: float = 600.0
     #: Simulation jobs (app.db.jobs): running at once, queued + running (all / per client), stored
     #: (per client / all), how long a finished one stays readable, and the per-client rate limit.
     sim_workers: int = 1

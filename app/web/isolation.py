@@ -110,7 +110,7 @@ class Isolation:
 
     def __init__(
         self, workers: int = 1, cpu_limit_s: float = 30.0, memory_bytes: int = 4 * 1024**3,
-        inline_below_chars: int = INLINE_BELOW_CHARS, wall_limit_s: float = 300.0,
+        inline_below_chars: int = INLINE_BELOW_CHARS, wall_limit_s: float = 600.0,
     ) -> None:
         self.workers = workers
         self.inline_below_chars = inline_below_chars
@@ -129,7 +129,8 @@ class Isolation:
         if sum(len(a) for a in args if isinstance(a, str)) < self.inline_below_chars:
             return func(*args)  # milliseconds of work: a child would cost more than it saves
         deadline = time.monotonic() + self.wall_limit_s
-        if self._closed.is_set() or not self._slots.acquire(timeout=self.wall_limit_s):
+        # a second import waits for the slot as long as one may compute, not the whole wall limit
+        if self._closed.is_set() or not self._slots.acquire(timeout=min(self.cpu_limit_s, self.wall_limit_s)):
             raise HTTPException(503, "The server is busy with other imports; try again in a minute.")
         try:
             return self._run_one(field, func, args, deadline)  # type: ignore[return-value]

@@ -96,7 +96,7 @@ def test_at_most_workers_at_once_and_shutdown_kills_live_children() -> None:
     while not iso._live:  # wait for the child to exist (a condition, not a sleep)
         threading.Event().wait(0.02)
     busy = Isolation.__new__(Isolation)  # the same slots, a short patience
-    busy.__dict__.update(iso.__dict__, wall_limit_s=0.2)
+    busy.__dict__.update(iso.__dict__, cpu_limit_s=0.2)
     with pytest.raises(HTTPException) as info:
         busy.run("log", f.double, 1)
     assert info.value.status_code == 503
