@@ -3,7 +3,8 @@
 Bounded and loopback only. One server (`serve`, one uvicorn worker, a fresh SQLite data dir) on
 127.0.0.1; this process runs 8 keep-alive clients moving the plan-page sliders (htmx fragment
 requests, every one a fresh position) and, while they run, one more client posts a 10 MB vLLM
-log (real startup logs interleaved with ordinary vLLM lines, bench_parser.typical_log) to
+log (every real startup log of tests/data/vllm-logs concatenated, repeated to 10 MB, no filler
+lines: bench_parser.real_logs) to
 `/api/v1/import/log`. Recorded: slider p50/p99 idle and during the import, the import's wall
 time and the server's CPU seconds for it (from /proc), and the machine.
 
@@ -26,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_parser import typical_log  # noqa: E402
+from bench_parser import real_logs  # noqa: E402
 from bench_web import HTMX_HEADERS, Connection, free_port, machine, pct, slider_paths  # noqa: E402
 
 CLIENTS = 8
@@ -35,24 +36,44 @@ TARGET_IMPORT_CPU_S = 5.0
 TARGET_P99_RATIO = 2.0
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process and its children so far (/proc/<pid>/stat, clock ticks)."""
+def cpu_seconds(pid: int, tree: bool = True) -> float:
+    """User + system CPU so far (/proc/<pid>/stat, clock ticks) of a process alone, or (`tree`)
+    of it and every process below it, children that have exited and were reaped included."""
     total = 0.0
     tick = os.sysconf("SC_CLK_TCK")
-    for p in [pid, *children(pid)]:
+    for p in [pid, *descendants(pid)] if tree else [pid]:
         try:
             fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+        # utime, stime (+ cutime, cstime: reaped children)
+        total += sum(int(x) for x in fields[11:15 if tree else 13]) / tick
     return total
 
 
-def children(pid: int) -> list[int]:
-    try:
-        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
+def descendants(pid: int) -> list[int]:
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            kids = [int(c) for t in Path(f"/proc/{parent}/task").iterdir()
+                    for c in (t / "children").read_text().split()]
+        except OSError:
+            continue
+        out.extend(kids)
+        todo.extend(kids)
+    return out
+
+
+async def import_alone(port: int, pid: int, text: str) -> dict[str, float | int]:
+    """The import with nothing else running: the server's CPU for it, in all and in the server
+    process itself (receiving the upload, unpickling the child's result, storing each run's plan
+    document, writing the reply) apart from the child's parse."""
+    tree0, own0 = cpu_seconds(pid), cpu_seconds(pid, tree=False)
+    status, elapsed, _ = await post_log(port, text)
+    return {"status": status, "import_s": elapsed, "cpu_s": cpu_seconds(pid) - tree0,
+            "parent_cpu_s": cpu_seconds(pid, tree=False) - own0}
 
 
 async def slider_client(port: int, paths: list[str], stop: asyncio.Event | None) -> list[float]:
@@ -92,7 +113,7 @@ async def post_log(port: int, text: str) -> tuple[int, float, bytes]:
 
 async def under_import(port: int, pid: int, text: str, offset: int) -> dict[str, float | int | str]:
     stop = asyncio.Event()
-    paths = slider_paths(CLIENTS * 250, offset)
+    paths = slider_paths(7800, offset)  # more than the import lasts: the sliders stop when it ends
     cpu0 = cpu_seconds(pid)
     clients = [asyncio.create_task(slider_client(port, paths[i::CLIENTS], stop)) for i in range(CLIENTS)]
     await asyncio.sleep(0.5)
@@ -129,7 +150,7 @@ def main() -> None:
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--label", default="", help="a note for the results heading")
     args = parser.parse_args()
-    text = typical_log(int(7000 * args.mb))
+    text = real_logs(int(1e6 * args.mb))
     import subprocess
 
     from bench_web import start
@@ -142,7 +163,8 @@ def main() -> None:
         asyncio.run(slider_client(port, slider_paths(50, 0), None))  # warm-up
         before = asyncio.run(idle(port, 100))
         during = asyncio.run(under_import(port, proc.pid, text, 600))
-        after = asyncio.run(idle(port, 3000))
+        after = asyncio.run(idle(port, 8500))
+        alone = asyncio.run(import_alone(port, proc.pid, text))
     finally:
         proc.terminate()
         t0 = time.monotonic()
@@ -165,9 +187,13 @@ def main() -> None:
         f"{'PASS' if ratio <= TARGET_P99_RATIO else 'FAIL'} ({ratio:.2f}x) |",
         f"| import: HTTP status, wall time | {during['status']}, {during['import_s']:.2f} s | 200 | "
         f"{'PASS' if during['status'] == 200 else 'FAIL'} |",
-        f"| server CPU while importing (all requests) | {during['server_cpu_s']:.2f} s | "
-        f"<= {TARGET_IMPORT_CPU_S:g} s for the import | "
-        f"{'PASS' if float(during['server_cpu_s']) <= TARGET_IMPORT_CPU_S else 'FAIL'} |",
+        f"| server CPU while importing (the import and every slider request) | {during['server_cpu_s']:.2f} s "
+        "| | |",
+        f"| the import alone: HTTP status, wall time | {alone['status']}, {alone['import_s']:.2f} s | 200 | "
+        f"{'PASS' if alone['status'] == 200 else 'FAIL'} |",
+        f"| the import alone: server CPU, child included (of it, the server process) | {alone['cpu_s']:.2f} s "
+        f"({alone['parent_cpu_s']:.2f} s) | <= {TARGET_IMPORT_CPU_S:g} s | "
+        f"{'PASS' if alone['cpu_s'] <= TARGET_IMPORT_CPU_S else 'FAIL'} |",
         f"| the import's own CPU (read_log + a plan per run, in process) | {cpu_import:.2f} s | "
         f"<= {TARGET_IMPORT_CPU_S:g} s | {'PASS' if cpu_import <= TARGET_IMPORT_CPU_S else 'FAIL'} |",
         f"| slider idle after the import | p50 {after['p50']:.1f} ms, p99 {after['p99']:.1f} ms | | |",
