@@ -163,12 +163,20 @@ def llm_d(pairs: Sequence[tuple[str, FlagValue]]) -> tuple[str, tuple[str, ...]]
 
 
 def ledger_csv(result: Mapping[str, Any]) -> str:
-    """The per-rank ledger, one row per rank, bytes as integers (empty when unknown)."""
+    """The per-rank ledger, one row per rank, bytes as integers (empty when unknown). A grouped
+    result (past 1,024 ranks, `app.core.rank_groups`) has one row per listed group of identical
+    ranks, with two more columns: how many ranks it stands for and their positions."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    for rank in result.get("ranks", []):
-        writer.writerow(["" if rank.get(c) is None else rank.get(c) for c in CSV_COLUMNS])
+    grouped = result.get("ranks_form") == "grouped"
+    writer.writerow([*CSV_COLUMNS, *(("group_count", "group_ranks") if grouped else ())])
+    groups = result.get("rank_groups") or []
+    for i, rank in enumerate(result.get("ranks", [])):
+        row = ["" if rank.get(c) is None else rank.get(c) for c in CSV_COLUMNS]
+        if grouped:
+            group = groups[i] if i < len(groups) else {}
+            row += [group.get("count", ""), group.get("ranks", "")]
+        writer.writerow(row)
     return out.getvalue()
 
 

@@ -122,3 +122,15 @@ def test_more_ranks_than_the_stated_limit_are_refused_by_name() -> None:
     with pytest.raises(InputError) as err:
         plans.run_plan(doc([{"total": "80 GiB"}] * 131_080))
     assert err.value.field == "ranks" and "131072" in err.value.message
+
+
+def test_the_csv_of_a_grouped_plan_says_what_each_row_stands_for() -> None:
+    from app.core.exports import ledger_csv
+
+    ranks = [rank(free=79 * GIB - (i % 2) * 2**22) for i in range(2048)]
+    lines = ledger_csv(plans.run_plan(doc(ranks))).splitlines()
+    assert lines[0].endswith(",group_count,group_ranks") and len(lines) == 3
+    assert {line.split(",", 1)[0] for line in lines[1:]} == {"0", "1"}
+    assert all(",1024," in line for line in lines[1:])
+    small = ledger_csv(plans.run_plan(doc(ranks[:16]))).splitlines()
+    assert "group_count" not in small[0] and len(small) == 17
