@@ -28,7 +28,7 @@ missed=0
 $(lscpu | sed -n 's/^Model name: *//p' | head -n1), $($py --version), $(uname -sr); \
 load average $(cut -d' ' -f1-3 /proc/loadavg) at the start."
   echo "Shared machine: ratios are measured side by side in one run; absolute times are medians."
-  for bench in core kvbytes estimates_loo estimates_speed parser sim simweb db history web size browser; do
+  for bench in core kvbytes estimates_loo estimates_speed parser sim simweb db history web plans memory size browser; do
     script="bench/bench_$bench.py"
     [ -f "$script" ] || continue
     flags=()
