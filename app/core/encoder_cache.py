@@ -42,7 +42,8 @@ class EncoderCacheTerms:
 
 
 def encoder_cache_terms(
-    geo: VisionGeometry, max_num_batched_tokens: int, tp: int, dtype_bytes: int, version: Version
+    geo: VisionGeometry, max_num_batched_tokens: int, tp: int, dtype_bytes: int, version: Version,
+    max_model_len: int | None = None,
 ) -> EncoderCacheTerms | None:
     """The encoder cache's budget and bytes for one rank; None where vLLM keeps none (V0 engines,
     the default before v0.8.0; V1 before the autotune, v0.7.x, is taken with the autotune)."""
@@ -51,8 +52,12 @@ def encoder_cache_terms(
     tokens = geo.tokens_per_item
     compute = cache = max(max_num_batched_tokens, tokens)
     items = max(1, min(compute, cache) // tokens)  # the decoder-side cap (max_num_seqs × per prompt) rarely binds
-    peak, cache_bytes, note = encoder_profile_bytes(geo, max_num_batched_tokens, tp, dtype_bytes)
+    # The peak (and what it keeps through the text forward: the cache plus, per version, the dummy
+    # pixels and scattered copies) is the estimator's (app.core.vision); the cache itself is the
+    # profiled items' embeddings.
+    peak, _kept, note = encoder_profile_bytes(geo, max_num_batched_tokens, tp, dtype_bytes, version, max_model_len)
     per_token = geo.out_hidden * dtype_bytes * (1 + geo.deepstack)
+    cache_bytes = items * tokens * per_token
     why = (
         f"encoder cache budget max(max_num_batched_tokens {max_num_batched_tokens:,}, one item {tokens:,}) = "
         f"{cache:,} tokens; profiled with {items} item(s); {note}"

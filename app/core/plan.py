@@ -259,7 +259,7 @@ def encoder_cache_of(result: PlanResult) -> EncoderCacheTerms | None:
         return None
     dtype_bytes = 4 if shape.dtype == "float32" else 2
     return encoder_cache_terms(plan.model.vision, plan.engine.max_num_batched_tokens, plan.layout.tp, dtype_bytes,
-                               result.rules.version)  # fmt: skip
+                               result.rules.version, plan.engine.max_model_len)  # fmt: skip
 
 
 def _live_with_lookahead(plan: PlanInput) -> int | None:

@@ -73,4 +73,7 @@ def simulation_document_schema() -> dict[str, Any]:
                            "max_num_batched_tokens": _int(MIN_BATCHED_TOKENS, MAX_TOKENS),
                            "enable_prefix_caching": {"type": "boolean"}}),
         "cost_model": _obj({f.name: _num(0.0, 1e3) for f in fields(CostModel)}),
+        "kv_tier": _obj({"blocks": _int(0, MAX_BLOCKS, "the offload tier's capacity in GPU blocks"),
+                         "block_load_s": _num(0.0, 10.0)}, ("blocks",),
+                        "an offload tier behind the pool: retained blocks spill to it, a hit loads them back"),
     }, description="A simulation document, the same JSON as `kvledger simulate` (give plan or pool).")
