@@ -178,6 +178,7 @@ class EngineDoc(_Strict):
     speculative: SpeculativeDoc | None = None
     kv_offload: KVOffloadDoc | None = None
     enable_prefix_caching: bool | None = None  # None: vLLM's default for the version (app.core.prefix_pool)
+    async_scheduling: bool | None = None  # None: vLLM's default for the version (app.core.in_flight)
 
 
 class PolicyDoc(_Strict):

@@ -27,9 +27,14 @@ class KVGroup:
     attention_chunk_size: int | None = None
     layer_indices: tuple[int, ...] = ()  # global decoder-layer indices on this rank
 
-    def blocks_per_request(self, max_model_len: int, max_num_batched_tokens: int, dcp: int = 1) -> int:
-        """vLLM ``max_memory_usage_bytes`` of this spec, in pages (kv_cache_interface.py)."""
+    def blocks_per_request(
+        self, max_model_len: int, max_num_batched_tokens: int, dcp: int = 1, in_flight_batches: int = 1
+    ) -> int:
+        """vLLM ``max_memory_usage_bytes`` of this spec, in pages (kv_cache_interface.py). Sliding and
+        chunked groups hold ``in_flight_batches × max_num_batched_tokens`` in-flight tokens beside the
+        window (``max_in_flight_tokens``, vLLM ≥ 0.26: app.core.in_flight)."""
         bs = self.block_size
+        max_num_batched_tokens *= in_flight_batches
         if self.kind in ("full", "mla"):
             return cdiv(cdiv(max_model_len, dcp), bs)
         if self.kind == "sliding" and self.sliding_window is not None:
@@ -62,6 +67,8 @@ class RankKV:
     max_model_len_limit: int | None = None  # upper bound of largest_max_model_len's search
     mamba_page_padding_pct: float | None = None
     notes: tuple[str, ...] = field(default=())
+    # Batches of max_num_batched_tokens a sliding/chunked group holds in flight (app.core.in_flight)
+    in_flight_batches: int = 1
 
     @property
     def n_groups(self) -> int:
@@ -105,7 +112,10 @@ class RankKV:
         """Blocks one ``max_model_len`` request can need in the worst case (Σ over all groups)."""
         positive("engine.max_model_len", max_model_len)
         positive("engine.max_num_batched_tokens", max_num_batched_tokens)
-        return sum(g.blocks_per_request(max_model_len, max_num_batched_tokens, self.dcp) for g in self.groups)
+        return sum(
+            g.blocks_per_request(max_model_len, max_num_batched_tokens, self.dcp, self.in_flight_batches)
+            for g in self.groups
+        )
 
     def per_request_bytes(self, max_model_len: int, max_num_batched_tokens: int) -> int:
         """vLLM's one-request need on this rank (``_max_memory_usage_bytes_from_groups``)."""

@@ -20,6 +20,7 @@ from app.core.estimates import EstimateContext, mxfp4_backend_for
 from app.core.extra_rows import ExtraInputs, RankExtras, with_extra_rows
 from app.core.free_gap import free_gap_message
 from app.core.gpus import compute_capability
+from app.core.in_flight import async_scheduling_on, concurrent_batches
 from app.core.kv_tiers import KVOffload, Node, Tier, kv_tiers, node_warning
 from app.core.kvspec import RankKV, rank_kv, rank_kv_uniform
 from app.core.ledger import LedgerRules, RankInput, RankLedger, work_out
@@ -75,6 +76,7 @@ class Engine:
     speculative: SpecSpec | None = None  # --speculative-config (app.core.speculative)
     kv_offload: KVOffload | None = None  # --kv-offloading-backend / --kv-offloading-size (app.core.kv_tiers)
     enable_prefix_caching: bool = True  # --enable-prefix-caching (the version's default: app.core.prefix_pool)
+    async_scheduling: bool | None = None  # --[no-]async-scheduling; None: the version's default (app.core.in_flight)
     # True when no document or log stated max_model_len and the model's default was taken
     # (vLLM's own default: max_position_embeddings, vllm/config/model.py get_and_verify_max_len)
     max_model_len_assumed: bool = False
@@ -187,11 +189,32 @@ def kv_spec(plan: PlanInput) -> RankKV:
         )  # fmt: skip
     else:
         rkv = rank_kv_uniform(plan.model.kv_bytes_per_token or 0, engine.block_size)
+    rkv = _with_in_flight(plan, rkv)
     spec = engine.speculative
     if spec is None:
         return rkv
     bpt = draft_kv_bytes_per_token(rkv, plan.model.shape, spec, layout.tp, engine.kv_cache_dtype)
     return with_draft_kv(rkv, bpt, draft_layers(plan.model.shape, spec))
+
+
+def in_flight_batches(plan: PlanInput) -> int:
+    """Batches of max_num_batched_tokens a sliding-window group holds per request (app.core.in_flight)."""
+    version = rules_for(plan.vllm_version).version
+    spec = plan.engine.speculative
+    on = async_scheduling_on(plan.engine.async_scheduling, version, spec.method if spec is not None else None)
+    return concurrent_batches(version, plan.layout.pp, on)
+
+
+def _with_in_flight(plan: PlanInput, rkv: RankKV) -> RankKV:
+    if not any(g.kind in ("sliding", "chunked") for g in rkv.groups):
+        return rkv
+    batches = in_flight_batches(plan)
+    if batches == rkv.in_flight_batches:
+        return rkv
+    note = (f"sliding-window / chunked-local groups hold {batches} × max_num_batched_tokens in flight per request "
+            "beside the window (vLLM ≥ 0.26: max_in_flight_tokens = max_concurrent_batches × max_num_batched_tokens; "
+            + ("async scheduling keeps 2 batches in flight)" if plan.layout.pp <= 1 else "one batch per PP stage)"))
+    return replace(rkv, in_flight_batches=batches, notes=(*rkv.notes, note))
 
 
 def draft_kv_bpt(plan: PlanInput, rkv: RankKV) -> int:

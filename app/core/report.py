@@ -294,6 +294,7 @@ def result_to_dict(result: PlanResult, levers: list[JSON] | None = None) -> JSON
             "speculative": _spec_json(result),
             "kv_offload": offload_json(plan.engine.kv_offload),
             "enable_prefix_caching": plan.engine.enable_prefix_caching,
+            "async_scheduling": plan.engine.async_scheduling,  # None: the version's default
         },
         "node": None if plan.node is None else {
             "host_memory_bytes": plan.node.host_memory_bytes, "gpus_per_node": plan.node.gpus_per_node,
@@ -309,6 +310,7 @@ def result_to_dict(result: PlanResult, levers: list[JSON] | None = None) -> JSON
         "draft_kv_bytes_per_token": draft_kv_bpt(plan, rkv) if plan.engine.speculative is not None else None,
         "encoder_cache": _encoder_cache_json(result),
         "kv_heads_per_rank": rkv.kv_heads_per_rank,
+        "in_flight_batches": rkv.in_flight_batches,  # sliding-window groups: batches held beside the window
         "layers_on_rank": rkv.layers_on_rank,
         "page_bytes": rkv.page_bytes,
         "block_size": rkv.block_size,

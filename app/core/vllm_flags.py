@@ -23,6 +23,7 @@ from functools import cache
 from importlib.resources import files
 from typing import Any, Literal
 
+from app.core.in_flight import default_async_scheduling
 from app.core.kv_tiers import offload_flags
 from app.core.plan import PlanResult
 from app.core.prefix_pool import default_prefix_caching
@@ -61,6 +62,8 @@ PLAN_FLAGS: tuple[PlanFlag, ...] = (
     PlanFlag("--enforce-eager", "engine", "enforce_eager", "bool"),
     # Written only against the version's default (`_prefix_flags`); read both ways by the serve reader.
     PlanFlag("--enable-prefix-caching", "engine", "enable_prefix_caching", "bool"),
+    # Written only when the plan sets it against the version's default (`_async_flags`).
+    PlanFlag("--async-scheduling", "engine", "async_scheduling", "bool"),
 )
 #: Flags of `engine.kv_offload` (a nested section: app.core.kv_tiers writes them, the serve reader
 #: gathers them into `engine.kv_offload`).
@@ -133,7 +136,7 @@ def uniform_budget_flag(result: PlanResult) -> tuple[int | None, str]:
 
 def _wanted(spec: PlanFlag, value: object, result: PlanResult) -> bool:
     """Which flags a plan writes: parallel sizes above 1, every engine setting the plan resolved."""
-    if value is None or value is False or spec.key == "enable_prefix_caching":
+    if value is None or value is False or spec.key in ("enable_prefix_caching", "async_scheduling"):
         return False
     if spec.kind == "bool":
         return value is True
@@ -167,6 +170,7 @@ def plan_flags(result: PlanResult) -> list[tuple[str, FlagValue]]:
         if _wanted(spec, value, result):
             out.append((spec.flag, _text(value)))
     out += _prefix_flags(result)
+    out += _async_flags(result)
     out += offload_flags(result.plan.engine.kv_offload, result.rules.version)
     return out + _lora_flags(result) + _speculative_flags(result)
 
@@ -205,6 +209,15 @@ def _prefix_flags(result: PlanResult) -> list[tuple[str, FlagValue]]:
     if enabled == default_prefix_caching(result.rules.version):
         return []
     return [("--enable-prefix-caching" if enabled else "--no-enable-prefix-caching", None)]
+
+
+def _async_flags(result: PlanResult) -> list[tuple[str, FlagValue]]:
+    """`--async-scheduling` / `--no-async-scheduling` (the `bool | None` SchedulerConfig field, vllm/config/
+    scheduler.py) only where the plan sets it against what vLLM would pick (app.core.in_flight)."""
+    given, spec = result.plan.engine.async_scheduling, result.plan.engine.speculative
+    if given is None or given == default_async_scheduling(result.rules.version, spec.method if spec else None):
+        return []
+    return [("--async-scheduling" if given else "--no-async-scheduling", None)]
 
 
 def flag_strings(pairs: list[tuple[str, FlagValue]]) -> list[str]:

@@ -201,6 +201,7 @@ def _base_plan(doc: PlanDocument) -> PlanInput:
         speculative=speculative_spec(engine_doc.speculative, model.shape),
         kv_offload=kv_offload(doc, version),
         enable_prefix_caching=prefix_caching(doc, version),
+        async_scheduling=engine_doc.async_scheduling,
         max_model_len_assumed=engine_doc.max_model_len is None,
     )
     layout = Layout(
