@@ -90,8 +90,8 @@ def test_a_sliding_window_plan_charges_the_in_flight_batches(version: str, given
 
 
 def test_full_attention_models_are_unchanged() -> None:
-    doc = {"model": {"catalogue": "llama-3.1-8b"}, "gpu": {"name": "H100 80GB"}, "engine": {"max_model_len": 32_768}}
-    on, off = (run_plan({**doc, "engine": {**doc["engine"], "async_scheduling": v}}, with_levers=False)
+    doc: dict[str, Any] = {"model": {"catalogue": "llama-3.1-8b"}, "gpu": {"name": "H100 80GB"}}
+    on, off = (run_plan({**doc, "engine": {"max_model_len": 32_768, "async_scheduling": v}}, with_levers=False)
                for v in (True, False))  # fmt: skip
     assert on["in_flight_batches"] == off["in_flight_batches"] == 1
     assert on["per_request_blocks"] == off["per_request_blocks"] == cdiv(32_768, 16)
