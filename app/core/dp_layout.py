@@ -16,6 +16,8 @@ and ``determine_expert_map`` (fused_moe/expert_map_manager.py) gives each EP ran
 experts, one more on the first ``E % ep_size`` ranks. So even without EP, DP shards the experts
 over every GPU of the DP group; with EP each GPU holds whole experts. DP engine 0 holds EP ranks
 ``0 … tp − 1``, the ones with the extra experts: the plan's ranks are engine 0's, the tightest.
+The estimated weights follow both rules (``dp_weights``), so a MoE engine's per-rank weights depend
+on dp: the sizing search plans such a model once per replica count.
 
 Flags: ``--data-parallel-size`` for ``vllm serve`` since PR #13923 (15dac210f, 2025-03-27, ≈v0.8.3);
 ``--enable-expert-parallel`` since PR #14305 (cc2f9b32c, 2025-03-06, v0.8.0). Older versions'
@@ -107,24 +109,31 @@ def layout_notes(layout: DPLayout) -> tuple[str, ...]:
         return (f"expert parallel: EP size {layout.ep_size} = dp {layout.dp} × tp {layout.tp}; each GPU holds "
                 f"{held} whole experts of {layout.num_experts}{engine0}",)
     return (f"MoE without expert parallel: vLLM shards the experts over tp × dp = {layout.moe_tp_size} GPUs "
-            "(flatten_tp_across_dp_and_pcp), attention over tp only; the estimated weights keep the experts "
-            f"over tp = {layout.tp} (each engine priced alone, as the sizing search prices replicas), so they "
-            "overstate the weights and understate the KV of a --data-parallel-size group",)
+            "(flatten_tp_across_dp_and_pcp, fused_moe/config.py @28be48fa9), attention and dense layers over "
+            f"tp = {layout.tp}; the estimated weights do the same",)
 
 
-def dp_weights(shape: ModelShape, layout: DPLayout) -> tuple[tuple[int, ...], ...] | None:
-    """Weight bytes on each (stage, TP rank) of DP engine 0 under expert parallelism, from the
+def shards_experts_over_dp(layout: DPLayout) -> bool:
+    """Whether DP changes the weights on a rank: a MoE model in a DP group (EP on or off)."""
+    return bool(layout.num_experts) and (layout.use_ep or layout.dp > 1)
+
+
+def dp_weights(
+    shape: ModelShape, layout: DPLayout, mxfp4_backend: str = "triton"
+) -> tuple[tuple[int, ...], ...] | None:
+    """Weight bytes on each (stage, TP rank) of DP engine 0 under vLLM's MoE layout, from the
     estimator's tensor table (``app.core.weights.weights_per_rank`` with ``dp`` and EP, EP rank =
-    TP rank); None without EP or without a tensor table.
+    TP rank); None where DP and EP change nothing or without a tensor table.
 
-    Without EP, vLLM also shards the experts over tp × dp; the estimated rows keep them over tp (more
-    weight per GPU than vLLM holds: conservative), because the sizing search prices DP replicas as
-    independent engines of one per-engine plan — the note says so."""
-    if shape.weights is None or not layout.use_ep:
+    ``FusedMoEParallelConfig.make`` (fused_moe/config.py @28be48fa9): without EP the experts' w13/w2
+    are split over tp × dp (``flatten_tp_across_dp_and_pcp``) while attention, dense MLPs, embeddings
+    and the LM head stay split over tp; with EP each rank holds whole experts (``determine_expert_map``)."""
+    if shape.weights is None or not shards_experts_over_dp(layout):
         return None
     return tuple(
         tuple(weights.weights_per_rank(shape, layout.tp, layout.pp, stage, dp=layout.dp,
-                                       enable_expert_parallel=layout.use_ep, ep_rank=tp_rank).nbytes
+                                       enable_expert_parallel=layout.use_ep, ep_rank=tp_rank,
+                                       mxfp4_backend=mxfp4_backend).nbytes
               for tp_rank in range(layout.tp))
         for stage in range(layout.pp)
     )

@@ -6,7 +6,9 @@ data-parallel replica count within ``max_gpus`` (a *candidate*). It never comput
 ``evaluate`` (given by the caller) runs the one plan computation (`app.core.plan.compute` on the
 plan document of that configuration) and returns what it found. DP replicas are independent
 engines (DESIGN "Sizing"): the engine's result holds for every replica and their concurrency adds
-up; TP and PP ranks never add tokens. So one evaluation serves every replica count.
+up; TP and PP ranks never add tokens. So one evaluation serves every replica count — except for a
+MoE model, whose experts vLLM splits over tp × dp (``FusedMoEParallelConfig.make``, fused_moe/
+config.py @28be48fa9): its engines are planned per replica count (``sizing_answer.Planned``).
 
 A candidate meets the target when its engine starts, one ``max_model_len`` request fits, and the
 replicas' concurrency (each engine's ceiling at ``avg_live_tokens``, capped by ``max_num_seqs``)

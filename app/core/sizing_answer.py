@@ -9,6 +9,7 @@ target: more replicas of it only add GPUs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from app.core.sizing import (
@@ -26,6 +27,32 @@ from app.core.sizing import (
 )
 
 NEAR_MISSES = 8
+#: Plans one engine configuration at one replica count (MoE models: the experts are split over dp).
+EvaluateAt = Callable[[EngineConfig, int], "EngineOutcome | str"]
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One configuration's outcome for every replica count, or (``by_dp``) one per replica count
+    when the engine's plan depends on dp (a MoE model's experts are split over tp × dp)."""
+
+    config: EngineConfig
+    outcome: EngineOutcome  # at the first replica count
+    by_dp: tuple[EngineOutcome, ...] = ()
+
+    def at(self, dp: int) -> EngineOutcome:
+        return self.by_dp[dp // self.config.engines_per_gpu - 1] if self.by_dp else self.outcome
+
+    def counts(self, max_gpus: int) -> range:
+        """The replica counts this configuration was planned at (all of them for one outcome)."""
+        counts = replica_counts(self.config, max_gpus)
+        return counts[: len(self.by_dp)] if self.by_dp else counts
+
+    def fewest_meeting(self, target: Target, max_gpus: int) -> int | None:
+        if not self.by_dp:
+            return smallest_meeting(self.config, self.outcome, target, max_gpus)
+        return next((dp for dp in self.counts(max_gpus) if meets(Candidate(self.config, self.at(dp), dp), target)),
+                    None)  # fmt: skip
 
 
 @dataclass
@@ -73,8 +100,9 @@ def closeness(candidate: Candidate, target: Target) -> float:
     return max(0.5, 1.0 + headroom(candidate, target))
 
 
-def missing(candidate: Candidate, target: Target, max_gpus: int) -> str | None:
-    """What the candidate lacks, the first limit that fails (None: it meets the target)."""
+def missing(candidate: Candidate, target: Target, max_gpus: int, per_dp: bool = False) -> str | None:
+    """What the candidate lacks, the first limit that fails (None: it meets the target). ``per_dp``:
+    the engine's plan improves with dp, so the replicas past max_gpus are an upper bound."""
     if meets(candidate, target):
         return None
     c, o = candidate.config, candidate.outcome
@@ -95,13 +123,15 @@ def missing(candidate: Candidate, target: Target, max_gpus: int) -> str | None:
     text = f"{where}: " + "; ".join(lacks)
     if smallest_meeting(c, o, target, 10**9) is not None and smallest_meeting(c, o, target, max_gpus) is None:
         dp = smallest_meeting(c, o, target, 10**9) or 0
-        text += f"; meeting it takes {c.tp * c.pp * dp // c.engines_per_gpu:,} GPUs, over max_gpus={max_gpus}"
+        most = "at most " if per_dp else ""
+        text += f"; meeting it takes {most}{c.tp * c.pp * dp // c.engines_per_gpu:,} GPUs, over max_gpus={max_gpus}"
     return text
 
 
-def search(space: Space, target: Target, evaluate: Evaluate) -> Answer:
-    """Every candidate of the space, evaluated once per engine configuration, and the answer."""
-    outcomes: list[tuple[EngineConfig, EngineOutcome]] = []
+def search(space: Space, target: Target, evaluate: Evaluate, evaluate_at: EvaluateAt | None = None) -> Answer:
+    """Every candidate of the space, evaluated once per engine configuration (``evaluate_at``
+    given: once per configuration and replica count), and the answer."""
+    outcomes: list[Planned] = []
     excluded: list[tuple[EngineConfig, str]] = []
     alone: dict[EngineConfig, EngineOutcome] = {}
     skipped = 0
@@ -110,58 +140,77 @@ def search(space: Space, target: Target, evaluate: Evaluate) -> Answer:
         if config.engines_per_gpu > 1 and whole is not None and whole.no_kv_room:
             skipped += 1  # a share of the card holds less than the whole card, which held nothing
             continue
-        result = evaluate(config)
-        if isinstance(result, str):
-            excluded.append((config, result))
+        planned = _plan(config, space.max_gpus, evaluate, evaluate_at)
+        if isinstance(planned, str):
+            excluded.append((config, planned))
             continue
-        outcomes.append((config, result))
-        if config.engines_per_gpu == 1:
-            alone[config] = result
+        outcomes.append(planned)
+        if config.engines_per_gpu == 1 and evaluate_at is None:
+            alone[config] = planned.outcome
     options = []
-    for config, outcome in outcomes:
-        dp = smallest_meeting(config, outcome, target, space.max_gpus)
+    for p in outcomes:
+        dp = p.fewest_meeting(target, space.max_gpus)
         if dp is not None:
-            options.append(Candidate(config, outcome, dp))
+            options.append(Candidate(p.config, p.at(dp), dp))
     options.sort(key=lambda c: rank_key(c, target))
     bound = options[0].gpus if options else space.max_gpus + 1
-    answer = Answer(options, _near_misses(outcomes, target, space.max_gpus, bound), excluded,
-                    space_size(space), len(outcomes) + len(excluded), skipped)  # fmt: skip
+    answer = Answer(options, _near_misses(outcomes, target, space.max_gpus, bound, evaluate_at is not None),
+                    excluded, space_size(space), len(outcomes) + len(excluded), skipped)  # fmt: skip
     answer.by_gpu, answer.pareto = _fronts(outcomes, space.max_gpus, target)
     return answer
 
 
+def _plan(config: EngineConfig, max_gpus: int, evaluate: Evaluate, evaluate_at: EvaluateAt | None) -> Planned | str:
+    """One configuration planned once, or at each replica count up to the first it cannot plan
+    (a layout the model or version refuses at that dp: larger counts are not offered)."""
+    if evaluate_at is None:
+        result = evaluate(config)
+        return result if isinstance(result, str) else Planned(config, result)
+    by_dp: list[EngineOutcome] = []
+    for dp in replica_counts(config, max_gpus):
+        result = evaluate_at(config, dp)
+        if isinstance(result, str):
+            if not by_dp:
+                return result
+            break
+        by_dp.append(result)
+    if not by_dp:
+        return f"{config.label}: no replica count within max_gpus={max_gpus}"
+    return Planned(config, by_dp[0], tuple(by_dp))
+
+
 def _near_misses(
-    outcomes: list[tuple[EngineConfig, EngineOutcome]], target: Target, max_gpus: int, bound: int
+    outcomes: list[Planned], target: Target, max_gpus: int, bound: int, per_dp: bool = False
 ) -> list[tuple[Candidate, str]]:
     """Per configuration, its largest replica count below `bound` GPUs that misses the target;
     the closest first."""
     found: list[Candidate] = []
-    for config, outcome in outcomes:
-        below = [dp for dp in replica_counts(config, max_gpus) if config.tp * config.pp * dp // config.engines_per_gpu
-                 < bound]  # fmt: skip
-        if not outcome.serves:
+    for p in outcomes:
+        config = p.config
+        below = [dp for dp in p.counts(max_gpus) if config.tp * config.pp * dp // config.engines_per_gpu < bound]
+        if not p.outcome.serves and not p.by_dp:
             below = below[:1]
-        if below and not meets(cand := Candidate(config, outcome, below[-1]), target):
+        if below and not meets(cand := Candidate(config, p.at(below[-1]), below[-1]), target):
             found.append(cand)
     found.sort(key=lambda c: (-closeness(c, target), c.gpus, rank_key(c, target)))
     closest: dict[tuple[str, int, int, int], Candidate] = {}
     for cand in found:  # the closest of each layout (GPU, TP, PP, engines per GPU)
         closest.setdefault(cand.config.layout, cand)
-    return [(c, missing(c, target, max_gpus) or "") for c in list(closest.values())[:NEAR_MISSES]]
+    return [(c, missing(c, target, max_gpus, per_dp) or "") for c in list(closest.values())[:NEAR_MISSES]]
 
 
 def _fronts(
-    outcomes: list[tuple[EngineConfig, EngineOutcome]], max_gpus: int, target: Target
+    outcomes: list[Planned], max_gpus: int, target: Target
 ) -> tuple[dict[str, list[Candidate]], list[Candidate]]:
     """The best concurrency at each GPU count per preset, and the Pareto front over all presets
     (fewer GPUs or more concurrency; ties go to the better-ranked candidate)."""
     best: dict[tuple[str, int], Candidate] = {}
-    for config, outcome in outcomes:
-        if not outcome.serves or outcome.concurrency <= 0:
-            continue
-        for dp in replica_counts(config, max_gpus):
-            cand = Candidate(config, outcome, dp)
-            key = (config.gpu, cand.gpus)
+    for p in outcomes:
+        for dp in p.counts(max_gpus):
+            cand = Candidate(p.config, p.at(dp), dp)
+            if not cand.outcome.serves or cand.outcome.concurrency <= 0:
+                continue
+            key = (p.config.gpu, cand.gpus)
             held = best.get(key)
             if held is None or (cand.concurrency, _rev(cand, target)) > (held.concurrency, _rev(held, target)):
                 best[key] = cand

@@ -41,16 +41,27 @@ def make_dp_layout(layout: Layout, model: ModelInput, version: str) -> DPLayout:
     return out
 
 
-def with_dp_weights(ranks: tuple[RankInput, ...], model: ModelInput, layout: DPLayout) -> tuple[RankInput, ...]:
-    """Estimated ranks with the weights of DP engine 0 under vLLM's MoE layout (experts over dp × tp)."""
-    table = dp_weights(model.shape, layout) if model.shape is not None else None
+def with_dp_weights(
+    ranks: tuple[RankInput, ...], model: ModelInput, layout: DPLayout, mxfp4_backend: str = "triton"
+) -> tuple[RankInput, ...]:
+    """Estimated ranks with the weights of DP engine 0 under vLLM's MoE layout (experts over dp × tp:
+    split matrices without EP, whole experts with EP). Ranks holding the same bytes share one cell,
+    as `estimate_ranks` shares a stage's cells (the ledger and the sizing search count them once)."""
+    table = dp_weights(model.shape, layout, mxfp4_backend) if model.shape is not None else None
     if table is None:
         return ranks
+    cells: dict[tuple[int, str], Cell] = {}
     out = []
     for i, rank in enumerate(ranks):
         stage, tp_rank = divmod(i % (layout.tp * layout.pp), layout.tp)
-        note = f"experts over {layout.ep_size} EP ranks (dp × tp), {layout.experts_on(tp_rank)} on this one"
-        out.append(replace(rank, weights=Cell(table[stage][tp_rank], "estimated", note)))
+        if layout.use_ep:
+            note = f"experts over {layout.ep_size} EP ranks (dp × tp), {layout.experts_on(tp_rank)} on this one"
+        else:
+            note = (f"expert matrices over tp × dp = {layout.moe_tp_size} GPUs (FusedMoEParallelConfig.make, "
+                    f"flatten_tp_across_dp_and_pcp), the rest over tp = {layout.tp}")
+        nbytes = table[stage][tp_rank]
+        cell = cells.setdefault((nbytes, note), Cell(nbytes, "estimated", note))
+        out.append(replace(rank, weights=cell))
     return tuple(out)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from app.core.architectures import architecture_notes
 from app.core.checks import plan_checks
-from app.core.dp_layout import layout_notes
+from app.core.dp_layout import DPLayout, layout_notes
 from app.core.errors import InputError
 from app.core.estimates import EstimateContext, estimate_ranks
 from app.core.gpus import find_preset
@@ -221,7 +221,7 @@ def _base_plan(doc: PlanDocument) -> PlanInput:
         ranks = _ranks_from_doc(doc.ranks)
         ranks, estimated = _fill_missing_rows(ranks, model, layout, engine, version)
     else:
-        ranks = with_dp_weights(_estimated_ranks(doc, model, layout, engine, version), model, dp_layout)
+        ranks = _estimated_ranks(doc, model, layout, engine, version, dp_layout)
         estimated = True
     notes: tuple[str, ...] = tuple(doc.notes)
     if doc.serve is not None or doc.vllm_config is not None:
@@ -380,14 +380,15 @@ def _fill_missing_rows(
 
 
 def _estimated_ranks(
-    doc: PlanDocument, model: ModelInput, layout: Layout, engine: Engine, version: str
+    doc: PlanDocument, model: ModelInput, layout: Layout, engine: Engine, version: str, dp_layout: DPLayout
 ) -> tuple[RankInput, ...]:
     gpu = doc.gpu
     assert gpu is not None  # guaranteed by PlanDocument validation
     if model.shape is None:
         raise InputError("gpu", "estimated rows need the model's shape: give model.config or model.catalogue")
     ctx = estimate_context(layout, engine, version, vision=model.vision, gpu_name=gpu.name)
-    ranks = _estimate_ranks(model.shape, ctx, gpu.total, gpu.free_at_start)
+    ranks = with_dp_weights(_estimate_ranks(model.shape, ctx, gpu.total, gpu.free_at_start), model, dp_layout,
+                            ctx.mxfp4_backend)
     if gpu.count and gpu.count != len(ranks):
         ranks = tuple(replace(ranks[i % len(ranks)], label=str(i)) for i in range(gpu.count))
     return ranks

@@ -7,7 +7,9 @@ each option, what `kvledger plan` reproduces it from) goes through `plans.build_
 documents and the JSON contract (keys named by the issue: `options`, `searched`, `near_misses`).
 
 Speed: one engine configuration is planned once for every replica count (replicas are
-independent engines), the TP ranks of an estimated stage share their rows, so the plan is
+independent engines) — except a MoE model's, planned at each replica count, because vLLM splits the
+experts over tp × dp (``FusedMoEParallelConfig.make``, fused_moe/config.py @28be48fa9) — the TP
+ranks of an estimated stage share their rows, so the plan is
 computed on one rank per pipeline stage (the same ledger and admission: those ranks are the same
 cells), and a configuration's plan input is built once for every KV dtype (`kv_cache_dtype` moves
 only the engine field the KV geometry reads).
@@ -49,6 +51,9 @@ class Sizing:
     target: Target
     space: Space
     vllm_version: str
+    #: The model has MoE layers: vLLM splits the experts over tp × dp (FusedMoEParallelConfig.make,
+    #: fused_moe/config.py @28be48fa9), so each replica count is planned on its own.
+    per_dp: bool = False
     _built: dict[tuple[object, ...], PlanInput] = field(default_factory=dict)
 
     def plan_document(self, config: EngineConfig, dp: int = 1) -> JSON:
@@ -73,18 +78,20 @@ class Sizing:
         return {"model": model, "gpu": gpu, "layout": layout, "engine": engine, "policy": policy,
                 "vllm_version": self.vllm_version}  # fmt: skip
 
-    def evaluate(self, config: EngineConfig) -> EngineOutcome | str:
+    def evaluate(self, config: EngineConfig, dp: int = 1) -> EngineOutcome | str:
         try:
-            return outcome_of(self.engine_result(config))
+            return outcome_of(self.engine_result(config, dp))
         except InputError as exc:
-            return f"{config.label}: {exc}"
+            return f"{config.label}{f' × {dp}' if dp > 1 else ''}: {exc}"
 
-    def engine_result(self, config: EngineConfig) -> PlanResult:
-        """The plan of one engine of the configuration, on one rank per pipeline stage."""
-        key = (config.gpu, config.tp, config.pp, config.engines_per_gpu, config.quantization, config.card_utilization)
+    def engine_result(self, config: EngineConfig, dp: int = 1) -> PlanResult:
+        """The plan of one engine of the configuration at `dp` replicas, on one rank per pipeline stage."""
+        key = (config.gpu, config.tp, config.pp, config.engines_per_gpu, config.quantization, config.card_utilization,
+               dp)  # fmt: skip
         base = self._built.get(key)
         if base is None:
-            built = plans.build_plan(validate_plan(self.plan_document(replace(config, kv_cache_dtype="auto"))))
+            doc = self.plan_document(replace(config, kv_cache_dtype="auto"), dp)
+            built = plans.build_plan(validate_plan(doc))
             base = self._built[key] = replace(built, ranks=_one_per_stage(built))
         plan = base
         if config.kv_cache_dtype != base.engine.kv_cache_dtype:
@@ -155,7 +162,7 @@ def resolve(doc: object) -> Sizing:
         raise InputError("options", f"{n:,} candidates is more than one search takes ({MAX_CANDIDATES:,}): "
                                     "narrow gpus, max_gpus or the options lists")  # fmt: skip
     target = Target(mml, d.target.concurrency, d.target.avg_live_tokens, d.target.tokens)
-    return Sizing(d, target, space, version)
+    return Sizing(d, target, space, version, per_dp=bool(shape and shape.num_experts))
 
 
 def plan_url(doc: JSON) -> str:
@@ -233,7 +240,8 @@ def answer_json(sizing: Sizing, answer: Answer) -> JSON:
 def run_size(doc: object) -> JSON:
     """`kvledger size` / `POST /api/v1/size`: validate, search and answer."""
     sizing = resolve(doc)
-    return answer_json(sizing, search(sizing.space, sizing.target, sizing.evaluate))
+    return answer_json(sizing, search(sizing.space, sizing.target, sizing.evaluate,
+                                      sizing.evaluate if sizing.per_dp else None))
 
 
 __all__ = ["Sizing", "missing", "resolve", "run_size"]

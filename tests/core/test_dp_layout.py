@@ -58,9 +58,9 @@ def test_dp_shards_experts_over_dp_times_tp_and_kv_over_tp_only() -> None:
     experts = 32 * 8 * 3 * 14336 * 4096 * 2
     w = [r["ranks"][0]["weights_bytes"] for r in (tp2, dp4, ep8)]
     assert w[0] - w[2] == experts // 2 - experts // 8  # attention stays at TP2, each GPU one expert of 8
-    # Without EP vLLM shards the experts over tp × dp too; the estimate keeps them over tp (conservative,
-    # as the sizing search prices DP replicas one engine at a time) and says so.
-    assert w[1] == w[0] and any("overstate the weights" in n for n in dp4["notes"])
+    # Without EP vLLM splits the experts' matrices over tp × dp = 8 too: the same bytes as one expert
+    # of 8 per GPU (Mixtral's intermediate 14336 divides by 8), attention still over TP2.
+    assert w[1] == w[2] and not any("overstate" in n for n in dp4["notes"])
     assert tp2["kv_bytes_per_token"] == dp4["kv_bytes_per_token"] == 32 * 2 * (8 // 2) * 128 * 2
     assert dp4["dp_layout"]["moe_tp_size"] == 8 and ep8["dp_layout"]["ep_size"] == 8
     assert ep8["dp_layout"]["experts_per_rank_max"] == 1
@@ -71,6 +71,34 @@ def test_dp_shards_experts_over_dp_times_tp_and_kv_over_tp_only() -> None:
         for key, entry in result["explain"].items():
             if key.startswith("dp_layout."):
                 _check(key, entry)
+
+
+def test_qwen3_30b_a3b_tp2_dp2_without_ep_by_hand() -> None:
+    """Qwen3-30B-A3B (config: 48 layers, hidden 2048, 128 experts, moe_intermediate 768, bf16): the
+    expert matrices per layer are 128 × (w13 2 × 768 × 2048 + w2 2048 × 768) × 2 B; at TP2 × DP2
+    without EP vLLM splits them over 4 GPUs, everything else (attention, router, norms, embedding,
+    LM head, rotary cache) over TP2 exactly as in the TP2 engine alone."""
+    tp2 = run_plan(_plan({"tp": 2}, "qwen3-30b-a3b"), with_levers=False)
+    dp2 = run_plan(_plan({"tp": 2, "dp": 2}, "qwen3-30b-a3b"), with_levers=False)
+    experts = 48 * 128 * 3 * 768 * 2048 * 2
+    rest = tp2["ranks"][0]["weights_bytes"] - experts // 2  # the TP2 rank: experts / 2 + the rest / 2
+    assert dp2["ranks"][0]["weights_bytes"] == experts // (2 * 2) + rest
+    assert all(r["weights_bytes"] == dp2["ranks"][0]["weights_bytes"] for r in dp2["ranks"])
+    assert dp2["kv_bytes_per_token"] == tp2["kv_bytes_per_token"]  # KV is per DP engine, over TP only
+    assert dp2["tokens"] > tp2["tokens"]
+
+
+@given(tp=st.sampled_from([1, 2, 4]), dp=st.integers(1, 6), more=st.integers(1, 6),
+       model=st.sampled_from(["mixtral-8x7b-v0.1", "qwen3-30b-a3b", "llama-3.1-8b"]))  # fmt: skip
+def test_more_dp_never_raises_the_weights_per_rank_without_ep(tp: int, dp: int, more: int, model: str) -> None:
+    def weights(d: int) -> list[int]:
+        result = run_plan(_plan({"tp": tp, "dp": d}, model), with_levers=False)
+        return [r["weights_bytes"] for r in result["ranks"]]
+
+    fewer, larger = weights(dp), weights(dp + more)
+    assert all(b <= a for a, b in zip(fewer, larger, strict=True))
+    if model == "llama-3.1-8b":
+        assert fewer == larger  # dense: DP replicates the whole engine
 
 
 def test_uneven_experts_make_ep_rank_0_the_binding_rank() -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from app.core.errors import InputError
@@ -85,8 +85,19 @@ def sizing_docs(draw: st.DrawFn) -> JSON:
     }  # fmt: skip
 
 
+# A MoE model whose experts vLLM splits over tp × dp (FusedMoEParallelConfig.make @28be48fa9): its
+# engine's weights shrink with the replica count, so planning dp = 1 for every count gets this wrong.
+MOE_DP: JSON = {
+    "model": {"catalogue": "qwen3-30b-a3b"},
+    "target": {"max_model_len": 8192, "concurrency": 150, "avg_live_tokens": 4000},
+    "gpus": ["L4 24GB", "A100 40GB"], "max_gpus": 6, "vllm_version": "0.27.1", "limit": 500,
+    "options": {"kv_cache_dtype": ["auto"], "quantization": [None, "fp8"], "pp": [1], "engines_per_gpu": [1, 2]},
+}  # fmt: skip
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=sizing_docs())
+@example(doc=MOE_DP)
 def test_every_option_replans_the_same_and_the_first_is_the_fewest_gpus(doc: JSON) -> None:
     out = run_size(doc)
     for option in out["options"] + out["near_misses"]:
@@ -110,6 +121,17 @@ def test_every_option_replans_the_same_and_the_first_is_the_fewest_gpus(doc: JSO
     else:
         assert out["options"] == [] and out["message"].startswith("no deployment within max_gpus")
     assert out["feasible"] == len(meeting)
+
+
+def test_a_moe_model_is_planned_at_each_replica_count() -> None:
+    sizing = resolve(MOE_DP)
+    assert sizing.per_dp and not resolve({**MOE_DP, "model": {"catalogue": "llama-3.1-8b"}}).per_dp
+    config = next(c for c in engine_configs(sizing.space) if c.gpu == "L4 24GB" and c.tp == 1
+                  and c.quantization == "fp8" and c.engines_per_gpu == 1)  # fmt: skip
+    one, two = sizing.evaluate(config, 1), sizing.evaluate(config, 2)
+    assert not isinstance(one, str) and not isinstance(two, str)
+    assert two.tokens > one.tokens  # half the experts' bytes per GPU at dp 2: more KV per engine
+    assert two.tokens == run_plan(sizing.plan_document(config, 2), with_levers=False)["tokens"]
 
 
 LLAMA_70B: JSON = {
