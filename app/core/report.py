@@ -18,6 +18,7 @@ from app.core.prefix_pool import PrefixPool
 from app.core.rank_groups import FULL_RANKS_MAX, group_indexes, group_json, histogram, shown_groups, spread
 from app.core.vllm_flags import flag_strings, plan_flags, uniform_budget_flag
 from app.core.warning_groups import group_warnings
+from app.core.whatif import utilization_notes
 
 JSON = dict[str, Any]
 
@@ -345,7 +346,7 @@ def result_to_dict(result: PlanResult, levers: list[JSON] | None = None) -> JSON
         **warnings_json(result, MAX_WARNINGS if grouped else None),
         "explain": explain(result),
         "levers": levers if levers is not None else [],
-        "notes": [*plan.notes, *rkv.notes],
+        "notes": [*plan.notes, *rkv.notes, *utilization_notes(plan)],
     }
 
 

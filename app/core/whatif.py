@@ -59,24 +59,45 @@ def _rooms_for_utilization(old: PlanInput, new: PlanInput) -> PlanInput:
     if u_old == u_new or not any(r.kv_room is not None for r in old.ranks):
         return new
     ceil = rules_for(old.vllm_version).requested_is_ceil
-    ranks, stuck = [], []
+    ranks = []
     for rank in old.ranks:
-        if rank.kv_room is None:
+        if rank.kv_room is None or rank.total is None:  # no total: utilization_notes says why it stays
             ranks.append(rank)
-        elif rank.total is None:
-            ranks.append(rank)
-            stuck.append(rank.label)
         else:
             moved = requested_bytes(rank.total.bytes, u_new, ceil) - requested_bytes(rank.total.bytes, u_old, ceil)
             note = f"measured KV room {moved:+,} B: requested moves with gpu_memory_utilization {u_old} → {u_new}"
             ranks.append(_moved_room(rank, rank, moved, note, "derived"))
-    notes = new.notes
-    if stuck:
-        notes += (
-            f"KV room measured without the GPU's total memory on {len(stuck)} rank(s) ({', '.join(stuck[:4])}"
-            f"{', …' if len(stuck) > 4 else ''}): a utilization change cannot move it; give total memory",
-        )
-    return replace(new, ranks=tuple(ranks), notes=notes)
+    return replace(new, ranks=tuple(ranks))
+
+
+def utilization_stuck(plan: PlanInput) -> tuple[str, ...]:
+    """Labels of the ranks whose KV gpu_memory_utilization cannot move: a KV room measured without
+    the GPU's total memory (requested = ceil(total × u) needs the total; vllm/v1/worker/utils.py,
+    request_memory, v0.11), or a manual --kv-cache-memory-bytes, which replaces the budget."""
+    if plan.engine.kv_cache_memory_bytes is not None:
+        return tuple(r.label for r in plan.ranks)
+    return tuple(r.label for r in plan.ranks if r.kv_room is not None and r.total is None)
+
+
+def utilization_moves(plan: PlanInput) -> bool:
+    """Whether a gpu_memory_utilization change can move any rank's KV (some rank has its total)."""
+    return plan.engine.kv_cache_memory_bytes is None and any(r.total is not None for r in plan.ranks)
+
+
+def utilization_notes(plan: PlanInput) -> tuple[str, ...]:
+    """Said on every render, before any slider moves: which ranks utilization cannot move, and why."""
+    if plan.engine.kv_cache_memory_bytes is not None:
+        return ()  # the budget is manual: the flags and the ledger say so
+    stuck = utilization_stuck(plan)
+    if not stuck:
+        return ()
+    which = f"{', '.join(stuck[:4])}{', …' if len(stuck) > 4 else ''}"
+    whose = "this plan's KV" if len(stuck) == len(plan.ranks) else f"the KV of {len(stuck)} rank(s)"
+    return (
+        f"gpu_memory_utilization has no effect on {whose}: the KV room of {which} was measured and the GPU's "
+        "total memory is not known, so requested = total × utilization cannot be worked out; give each rank's "
+        "total memory (`total` on the plan document's ranks) to let utilization move it",
+    )
 
 
 def _moved_room(before: RankInput, after: RankInput, requested_delta: int, note: str, source: Source) -> RankInput:
@@ -291,7 +312,9 @@ def levers(plan: PlanInput, allowed_tp: tuple[int, ...] = ()) -> tuple[Lever, ..
     base, base_codes = before.admission.tokens, {w.code for w in before.warnings}
     engine = plan.engine
     trials: list[tuple[str, str, WhatIf]] = []
-    if engine.kv_cache_memory_bytes is None and engine.gpu_memory_utilization < 0.97:
+    # Offered only when it can move this plan's numbers: not for a manual budget, not when every
+    # rank's KV room was measured without its GPU's total (utilization_notes says so up front).
+    if utilization_moves(plan) and engine.gpu_memory_utilization < 0.97:
         util = round(min(0.98, engine.gpu_memory_utilization + 0.03), 4)
         trials.append(
             (

@@ -16,7 +16,14 @@ from app.core.ledger import Cell, RankInput
 from app.core.model_config import shape_from_config
 from app.core.plan import Engine, Layout, ModelInput, PlanInput, Policy, compute
 from app.core.shape import online_fp8_shape
-from app.core.whatif import levers, set_engine, set_max_num_batched_tokens, set_quantization, set_tp
+from app.core.whatif import (
+    levers,
+    set_engine,
+    set_max_num_batched_tokens,
+    set_quantization,
+    set_tp,
+    utilization_notes,
+)
 from app.services.plans import run_plan
 
 GIB = 2**30
@@ -212,7 +219,15 @@ def test_room_without_total_memory_stays_and_says_why() -> None:
                      Policy(), (rank,), "0.27.1")
     moved = set_engine(plan, gpu_memory_utilization=0.95).plan
     assert moved.ranks[0].kv_room == rank.kv_room
-    assert any("cannot move it" in note for note in moved.notes)
+    # Said before any move (issue 17): the same note for the plan and the moved plan, and no lever
+    # promises what utilization cannot deliver.
+    (note,) = utilization_notes(plan)
+    assert "has no effect on this plan's KV" in note and "TP0" in note
+    assert utilization_notes(moved) == (note,)
+    assert "gpu_memory_utilization" not in {lv.knob for lv in levers(plan)}
+    with_total = replace(plan, ranks=(replace(rank, total=Cell(80 * GIB, "measured")),))
+    assert utilization_notes(with_total) == ()
+    assert "gpu_memory_utilization" in {lv.knob for lv in levers(with_total)}
 
 
 def test_real_log_utilization_what_if_moves_kv_by_delta_requested() -> None:
