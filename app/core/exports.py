@@ -62,7 +62,7 @@ def _model(pairs: Sequence[tuple[str, FlagValue]], fmt: str) -> str:
         if flag == MODEL_FLAG and value:
             return value
     raise ExportError(f"{fmt} needs the model to serve: the plan names none (give model.catalogue, or a config "
-                      "with _name_or_path, or model.name)")
+                      "with _name_or_path, or model.name as a Hugging Face id or a local path)")
 
 
 def missing_model(result: Mapping[str, Any]) -> str | None:

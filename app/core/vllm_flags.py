@@ -16,6 +16,7 @@ complete list with arities, including flags older releases had, is app/data/vllm
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -160,10 +161,27 @@ def _text(value: object) -> FlagValue:
     return str(value)
 
 
+#: A Hugging Face repo id, as huggingface_hub validates it (utils/_validators.py REPO_ID_REGEX and
+#: validate_repo_id: `[namespace/]name`, word characters, '-' and '.', the name at most 96, no
+#: '--' or '..'); vLLM's --model takes such an id or a local directory (EngineArgs.model).
+_REPO_ID = re.compile(r"^(?:[\w.-]+/)?[\w.-]{1,96}$")
+_PATH_PREFIXES = ("/", "./", "../", "~/")
+
+
+def is_model_id(name: str | None) -> bool:
+    """Whether `name` is something `vllm serve NAME` can load: a repo id or a local path (not a
+    display label such as a plan given only as bytes per token may carry)."""
+    if not name or name != name.strip():
+        return False
+    if name.startswith(_PATH_PREFIXES):
+        return True
+    return bool(_REPO_ID.match(name)) and "--" not in name and ".." not in name and not name.endswith(".git")
+
+
 def plan_flags(result: PlanResult) -> list[tuple[str, FlagValue]]:
     """The (flag, value) pairs that deploy this plan, model first (`--model ID` when it has one)."""
     out: list[tuple[str, FlagValue]] = []
-    if result.plan.model.name:
+    if is_model_id(result.plan.model.name):  # a label ("seed-001 (256 KiB/token per rank)") is no --model
         out.append((MODEL_FLAG, result.plan.model.name))
     for spec in PLAN_FLAGS:
         value = _engine_value(result, spec)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from app.core.errors import InputError
 from app.core.exports import FORMATS, ExportError, export, pairs_of
-from app.core.vllm_flags import PLAN_FLAGS, args_list, vllm_flag_table
+from app.core.vllm_flags import PLAN_FLAGS, args_list, is_model_id, vllm_flag_table
 from app.ingest.vllm_serve import read_serve, read_vllm_config
 from app.services.plans import run_plan
 
@@ -155,3 +155,26 @@ def test_a_plan_without_a_model_cannot_be_served() -> None:
             export(result, fmt)
     with pytest.raises(ExportError, match="expected one of"):
         export(result, "helm")
+
+
+def test_a_plan_labelled_but_given_only_as_bytes_per_token_emits_no_model() -> None:
+    # Seed 001's document: bytes per token and a display label, no model anyone can serve (issue 17).
+    from app.web.plan.examples import SEED001
+
+    for doc in (SEED001, {**SEED001, "model": {"kv_bytes_per_token": 262144}}):
+        result = run_plan(dict(doc))
+        assert all(a["flag"] != "--model" for a in result["vllm_args"])
+        assert not [f for f in result["flags"] if f.startswith("--model")]
+        with pytest.raises(ExportError, match="needs the model"):
+            export(result, "serve")
+    named = run_plan({**SEED001, "model": {"kv_bytes_per_token": 262144, "name": "org/served-model"}})
+    assert export(named, "serve").text.startswith("vllm serve org/served-model")
+
+
+@pytest.mark.parametrize(("name", "served"), [
+    ("meta-llama/Llama-3.1-8B", True), ("gpt2", True), ("/models/my model", True), ("./ckpt", True),
+    ("seed-001 (256 KiB/token per rank)", False), ("a/b/c", False), ("org--x/y", False), ("", False),
+    (" gpt2", False), ("x" * 97, False),
+])
+def test_model_ids_are_what_vllm_serve_can_load(name: str, served: bool) -> None:
+    assert is_model_id(name) is served

@@ -38,7 +38,10 @@ def test_before_018_only_the_literal_sizes() -> None:
 
 
 def test_model_name_is_shell_quoted() -> None:
-    name = "org/model; rm -rf ~ $(x)"
+    name = "/models/org model; rm -rf ~ $(x)"  # a local path vLLM can load, however odd its name
     flags = run_plan(doc(16, name=name), with_levers=False)["flags"]
     model_flag = next(f for f in flags if f.startswith("--model "))
     assert shlex.split(model_flag) == ["--model", name]
+    # Not a repo id nor a path: a label, never a --model (issue 17).
+    flags = run_plan(doc(16, name="org/model; rm -rf ~ $(x)"), with_levers=False)["flags"]
+    assert not [f for f in flags if f.startswith("--model")]

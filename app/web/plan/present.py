@@ -457,8 +457,11 @@ def serve_text(result: Mapping[str, Any]) -> dict[str, str]:
         return {"serve_text": serve_command(pairs).rstrip("\n"), "serve_note": ""}
     except ExportError:
         text = serve_command([("--model", "MODEL"), *pairs]).rstrip("\n")
-        return {"serve_text": text, "serve_note": "The plan does not know the model's name: put its Hugging Face "
-                "id or local path in place of MODEL."}
+        label = (result.get("model") or {}).get("name")
+        why = (f"“{label}” is this plan's label, not a model vLLM can load" if label
+               else "The plan does not know the model's name")
+        return {"serve_text": text, "serve_note": f"{why}: MODEL is a placeholder; put the model's Hugging Face "
+                "id or local path in its place."}
 
 
 def _estimated_base(base_doc: Mapping[str, Any] | None) -> bool:
