@@ -51,8 +51,9 @@ def cpu_seconds(pid: int, tree: bool = True) -> float:
     return total
 
 
-def descendants(pid: int) -> list[int]:
-    out: list[int] = []
+def descendants(pid: int) -> dict[int, int]:
+    """pid → parent pid for every process below `pid` (Linux /proc); iterating gives the pids."""
+    out: dict[int, int] = {}
     todo = [pid]
     while todo:
         parent = todo.pop()
@@ -61,8 +62,9 @@ def descendants(pid: int) -> list[int]:
                     for c in (t / "children").read_text().split()]
         except OSError:
             continue
-        out.extend(kids)
-        todo.extend(kids)
+        for kid in kids:
+            out[kid] = parent
+            todo.append(kid)
     return out
 
 

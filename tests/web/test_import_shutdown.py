@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from .. import server
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from bench_load import descendants
 from bench_parser import real_logs
 
 GUARD_S = 120.0  # how long a condition may take on a loaded machine before the test gives up
@@ -30,23 +31,6 @@ def wait_for(condition: Callable[[], bool], what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} (gave up after {GUARD_S:g} s)")
         time.sleep(0.05)
-
-
-def descendants(pid: int) -> dict[int, int]:
-    """pid → parent pid for every process below `pid` (Linux /proc)."""
-    out: dict[int, int] = {}
-    todo = [pid]
-    while todo:
-        parent = todo.pop()
-        try:
-            kids = [int(c) for t in Path(f"/proc/{parent}/task").iterdir()
-                    for c in (t / "children").read_text().split()]
-        except OSError:
-            continue
-        for kid in kids:
-            out[kid] = parent
-            todo.append(kid)
-    return out
 
 
 def alive(pid: int) -> bool:
