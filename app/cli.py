@@ -179,7 +179,7 @@ def cmd_size(args: argparse.Namespace) -> int:
 
 
 def cmd_kv_bytes(args: argparse.Namespace) -> int:
-    from app.services.plans import kv_bytes_report
+    from app.services.model_input import kv_bytes_report
 
     config = read_json(args.config, "config.json")
     if not isinstance(config, dict):
@@ -203,7 +203,7 @@ def cmd_kv_bytes(args: argparse.Namespace) -> int:
 
 
 def cmd_import_log(args: argparse.Namespace) -> int:
-    from app.services.plans import import_log
+    from app.services.imports import import_log
 
     config = read_json(args.config, "config.json") if args.config else None
     parsed = import_log(read_text(args.file, "log file"), config)
@@ -240,14 +240,14 @@ def cmd_import_log(args: argparse.Namespace) -> int:
 
 
 def cmd_import_smi(args: argparse.Namespace) -> int:
-    from app.services.plans import import_nvidia_smi
+    from app.services.imports import import_nvidia_smi
 
     emit(import_nvidia_smi(read_text(args.file, "nvidia-smi output")))
     return 0
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from app.services.plans import catalogue_search
+    from app.services.model_input import catalogue_search
 
     models = catalogue_search(args.query or "", limit=1000)
     if args.json:

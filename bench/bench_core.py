@@ -17,7 +17,9 @@ from timing import median_p90
 from app.core.plan import compute
 from app.core.report import result_to_dict
 from app.schemas import validate_plan
-from app.services.plans import build_plan, kv_bytes_report, run_plan
+from app.services.model_input import kv_bytes_report
+from app.services.plan_inputs import build_plan
+from app.services.plans import run_plan
 
 GIB = 2**30
 ROOT = Path(__file__).resolve().parents[1]

@@ -56,7 +56,7 @@ class Measured:
 
 @functools.cache
 def _run(log: str, run: int) -> JSON:
-    from app.services.plans import import_log
+    from app.services.imports import import_log
 
     parsed = import_log((LOGS / log).read_text(encoding="utf-8"))
     runs = parsed["runs"]

@@ -136,12 +136,12 @@ async def idle(port: int, offset: int) -> dict[str, float]:
 
 def import_cpu_in_process(text: str) -> float:
     """CPU seconds of the work the server's import child does for this text (best of 2)."""
-    from app.services import plans
+    from app.services import imports
 
     best = float("inf")
     for _ in range(2):
         t0 = time.process_time()
-        plans.read_log(text)
+        imports.read_log(text)
         best = min(best, time.process_time() - t0)
     return best
 

@@ -120,7 +120,7 @@ def import_log_end_to_end(path: str, *flags: str) -> tuple[float, float]:
 
 
 def real_rows(mb: float = 15.0) -> list[str]:
-    from app.services.plans import import_log
+    from app.services.imports import import_log
 
     text = real_logs(int(mb * 1e6))
     copies = len(text) // len(real_logs(1))
@@ -128,7 +128,7 @@ def real_rows(mb: float = 15.0) -> list[str]:
     runs = len(parse_vllm_log(text).runs)
     rows = []
     for name, fn in (("parser alone (parse_vllm_log)", lambda: parse_vllm_log(text)),
-                     ("parse + residuals (services.plans.import_log)", lambda: import_log(text))):
+                     ("parse + residuals (services.imports.import_log)", lambda: import_log(text))):
         wall, cpu = cpu_best_of(fn)
         rows.append(f"| real logs x{copies}, {name} | {size:.1f} MB | {runs} | {wall:.2f} | {cpu:.2f} "
                     f"| {size / cpu:.1f} |")

@@ -18,7 +18,7 @@ from app.core.errors import InputError
 from app.core.plan import compute
 from app.core.report import result_to_dict
 from app.schemas import validate_plan
-from app.services import plans
+from app.services import plan_inputs, plans
 
 MAX_TP = 8  # one node: TP past it crosses the node's NVLink domain
 MAX_PP = 16
@@ -59,7 +59,7 @@ def _candidates(doc: Mapping[str, Any]) -> list[tuple[int, int]]:
 
 
 def _starts(doc: Mapping[str, Any]) -> bool:
-    result = compute(plans.build_plan(validate_plan(doc)))
+    result = compute(plan_inputs.build_plan(validate_plan(doc)))
     return bool(result_to_dict(result, [])["will_start"])
 
 

@@ -15,7 +15,7 @@ from app.core.audit import ROW_FIELDS, LedgerRow
 from app.core.errors import InputError
 from app.db import repository as repo
 from app.db.session import run_write
-from app.services import plans
+from app.services import imports
 
 JSON = dict[str, Any]
 MAX_NOTE_CHARS = 20_000
@@ -118,7 +118,7 @@ def ledger_from_log(
         raise InputError("note", f"the note is longer than {MAX_NOTE_CHARS:,} characters")
     if "\x00" in text or "\x00" in note:
         raise InputError("log" if "\x00" in text else "note", "contains a NUL character, which cannot be stored")
-    parsed = plans.import_log(text)
+    parsed = imports.import_log(text)
     runs = parsed.get("runs") or []
     if not runs:
         raise InputError("log", "no vLLM start-up run was found in this text")

@@ -46,7 +46,7 @@ class Knob:
     path: str
     kind: Kind
     #: The default when nothing sets it: a fixed text (dropped from canonical URLs) or, with
-    #: `vllm_default`, the value vLLM picks for the plan (`app.services.plans.engine_defaults`).
+    #: `vllm_default`, the value vLLM picks for the plan (`app.services.plan_inputs.engine_defaults`).
     default: str | None = None
     vllm_default: bool = False
     #: The `whatif` field it moves when the base has measured rows (they stay the run's).
@@ -187,7 +187,7 @@ def structural(query: Mapping[str, str]) -> dict[str, str]:
 
 def vllm_defaults(values: Mapping[str, float]) -> dict[str, str]:
     """The canonical texts of the `vllm_default` knobs, from their values by document path
-    (`app.services.plans.engine_defaults`)."""
+    (`app.services.plan_inputs.engine_defaults`)."""
     def text(knob: Knob, value: float) -> str:
         return canonical_value(knob.key, str(int(value)) if knob.kind == "int" else str(value))
 

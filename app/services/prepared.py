@@ -3,7 +3,7 @@
 A what-if URL on a stored base document (`/plan?base=<id>&util=…`) describes the same document
 on every tick except for its `whatif` section. Validating and building a base of 1,024 measured
 ranks is most of a tick's work, so `plans.run_plan` keeps, per key, what the document gives
-before the what-if (`plans.build_base_plan`), and each tick validates and applies only the
+before the what-if (`plan_inputs.build_base_plan`), and each tick validates and applies only the
 what-if.
 
 Why this is allowed beside issue 11's rule (one defaults rule, no module-level result caches):

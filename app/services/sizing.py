@@ -1,7 +1,7 @@
 """Sizing (issue 13): a sizing document in, the ranked deployments that serve its target out.
 
 Every candidate engine is planned by the one plan computation: its plan document (the `plan` of
-each option, what `kvledger plan` reproduces it from) goes through `plans.build_plan` and
+each option, what `kvledger plan` reproduces it from) goes through `plan_inputs.build_plan` and
 `app.core.plan.compute`. The search, the shared-card budget rule and the ranking are in
 `app.core.sizing` / `app.core.sizing_answer`; this module resolves the document, writes the plan
 documents and the JSON contract (keys named by the issue: `options`, `searched`, `near_misses`).
@@ -37,7 +37,7 @@ from app.core.sizing import (
 from app.core.sizing_answer import Answer, headroom, missing, search
 from app.core.versions import CURRENT_VLLM, rules_for
 from app.schemas import validate_plan
-from app.services import plan_query, plans
+from app.services import plan_inputs, plan_query, plans
 from app.sizing_schema import SizingDocument, validate_sizing
 
 JSON = dict[str, Any]
@@ -91,7 +91,7 @@ class Sizing:
         base = self._built.get(key)
         if base is None:
             doc = self.plan_document(replace(config, kv_cache_dtype="auto"), dp)
-            built = plans.build_plan(validate_plan(doc))
+            built = plan_inputs.build_plan(validate_plan(doc))
             base = self._built[key] = replace(built, ranks=_one_per_stage(built))
         plan = base
         if config.kv_cache_dtype != base.engine.kv_cache_dtype:
@@ -144,7 +144,7 @@ def resolve(doc: object) -> Sizing:
         raise InputError("vllm_version", exc.message) from None
     probe = {"model": d.model.model_dump(mode="json", exclude_none=True), "gpu": {"total": 2**40},
              "vllm_version": version, "engine": {"max_model_len": d.target.max_model_len or 1}}  # fmt: skip
-    base = plans.build_plan(validate_plan(probe))
+    base = plan_inputs.build_plan(validate_plan(probe))
     shape = base.model.shape
     mml = d.target.max_model_len or (shape.max_position_embeddings if shape else None)
     if mml is None:
@@ -184,7 +184,7 @@ def compromises(config: EngineConfig) -> list[str]:
 def candidate_json(sizing: Sizing, cand: Candidate, miss: str | None) -> JSON:
     c, o = cand.config, cand.outcome
     doc = sizing.plan_document(c, cand.dp)
-    full = compute(plans.build_plan(validate_plan(doc)))
+    full = compute(plan_inputs.build_plan(validate_plan(doc)))
     return {
         "gpu": c.gpu, "gpus": cand.gpus, "tp": c.tp, "pp": c.pp, "dp": cand.dp, "engines_per_gpu": c.engines_per_gpu,
         "kv_cache_dtype": c.kv_cache_dtype, "quantization": c.quantization,

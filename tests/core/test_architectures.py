@@ -14,7 +14,7 @@ import pytest
 from app.core.architectures import FIELD, architecture_notes, registry
 from app.core.errors import InputError
 from app.ingest.catalogue import get_model
-from app.services import plans
+from app.services import model_input, plans
 
 ROOT = Path(__file__).resolve().parents[2]
 MIRROR = Path("/work/.mirror/local-inference-lab+vllm/repo")
@@ -29,7 +29,7 @@ def _refusal(config: dict[str, object], version: str = "0.27.1") -> str:
 
 
 def test_every_catalogue_model_is_an_architecture_vllm_loads() -> None:
-    for m in plans.catalogue_search("", limit=500):
+    for m in model_input.catalogue_search("", limit=500):
         assert architecture_notes(get_model(m["slug"]).config_dict(), "0.27.1") == (), m["slug"]
 
 

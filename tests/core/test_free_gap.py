@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from app.services import plans
+from app.services import imports, plans
 from app.web.plan.workflows import nvidia_smi_document
 
 SMI = Path(__file__).resolve().parents[1] / "data" / "nvidia-smi" / "table-r550-4gpu.txt"
@@ -63,7 +63,7 @@ def test_a_manual_budget_names_the_tightest_rank() -> None:
 
 
 def test_the_import_finding_states_the_rule_not_a_wrong_consequence() -> None:
-    parsed = plans.import_nvidia_smi(SMI.read_text(encoding="utf-8"))
+    parsed = imports.import_nvidia_smi(SMI.read_text(encoding="utf-8"))
     (finding,) = [f for f in parsed["findings"] if f["code"] == "free_memory_spread"]
     assert "sets every rank's KV budget" not in finding["message"]
     assert "below the requested budget" in finding["message"]

@@ -76,7 +76,7 @@ def test_kvledger_gpus_json(capsys: pytest.CaptureFixture[str]) -> None:
 def test_nvidia_smi_import_maps_cards_to_preset_totals() -> None:
     from pathlib import Path
 
-    from app.services.plans import import_nvidia_smi
+    from app.services.imports import import_nvidia_smi
 
     text = (Path(__file__).resolve().parents[1] / "data" / "nvidia-smi" / "table-r550-4gpu.txt").read_text()
     out = import_nvidia_smi(text)

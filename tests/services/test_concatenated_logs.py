@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from app.services import plans
+from app.services import imports
 from app.services.evidence import bytes_per_token_from_run
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "vllm-logs"
@@ -32,7 +32,7 @@ def test_fewer_bytes_than_blocks_implies_nothing() -> None:
 @pytest.mark.parametrize("second", ["extra/docker-compose-kubectl.log", "extra/hard-wrapped-fold80.log",
                                     "public/26-v091dev-unknown-tp-cpu-offload-connector-blocks-override.log"])
 def test_a_negative_kv_log_followed_by_another_reads(second: str) -> None:
-    parsed, docs = plans.read_log(NEGATIVE.read_text() + (LOGS / second).read_text())
+    parsed, docs = imports.read_log(NEGATIVE.read_text() + (LOGS / second).read_text())
     assert len(docs) == len(parsed["runs"])
     for run, (doc, error) in zip(parsed["runs"], docs, strict=True):
         assert run["implied_kv_bytes_per_token"] is None or run["implied_kv_bytes_per_token"] > 0
@@ -41,6 +41,6 @@ def test_a_negative_kv_log_followed_by_another_reads(second: str) -> None:
 
 def test_every_real_log_concatenated_reads_with_a_plan_or_a_reason_per_run() -> None:
     text = "".join(p.read_text() + "\n" for p in sorted(LOGS.rglob("*.log")))
-    parsed, docs = plans.read_log(text)
+    parsed, docs = imports.read_log(text)
     assert len(docs) == len(parsed["runs"]) >= 30
     assert all((doc is None) != (error is None) for doc, error in docs)

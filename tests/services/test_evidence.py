@@ -9,7 +9,8 @@ import pytest
 
 from app.cli import main
 from app.ingest.catalogue import get_model
-from app.services.plans import import_log, plan_from_log_run, run_plan
+from app.services.imports import import_log, plan_from_log_run
+from app.services.plans import run_plan
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 LOG14 = DATA / "vllm-logs" / "14-v0102-qwen3-235b-a22b-fp8-8xl40s-tp8-ep.log"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from app.core.estimates import mxfp4_backend_for
-from app.services.plans import plan_input
+from app.services.plan_inputs import plan_input
 
 GIB = 1024**3
 

@@ -15,7 +15,7 @@ import pytest
 
 from app.core.errors import InputError
 from app.ingest.catalogue import get_model
-from app.services import plans
+from app.services import imports, plans
 
 GIB = 2**30
 PUBLIC = Path(__file__).resolve().parents[1] / "data" / "vllm-logs" / "public"
@@ -24,7 +24,7 @@ LOG = PUBLIC / "30-v072-deepseek-r1-h20-141gb-ray-tp8-pp2-driver-rows-worker-bud
 
 def _doc(**layout: int) -> dict[str, Any]:
     config = get_model("deepseek-r1").config_dict()
-    _, docs = plans.read_log(LOG.read_text(encoding="utf-8"), config, layout or None)
+    _, docs = imports.read_log(LOG.read_text(encoding="utf-8"), config, layout or None)
     doc, error = docs[0]
     assert doc is not None, error
     return doc
@@ -88,7 +88,7 @@ def test_a_partial_ranks_list_never_holds_more_entries_than_workers() -> None:
 def test_a_log_of_budget_lines_only_is_refused_not_estimated() -> None:
     """public/04 (vllm#11550): the worker prints its budget only and no rank prints a KV room."""
     text = next(PUBLIC.glob("04-*.log")).read_text(encoding="utf-8")
-    _, docs = plans.read_log(text, get_model("llama-3.1-8b").config_dict())
+    _, docs = imports.read_log(text, get_model("llama-3.1-8b").config_dict())
     doc, error = docs[0]
     assert doc is None and error is not None and "no rank states its rows" in error
 
@@ -96,7 +96,7 @@ def test_a_log_of_budget_lines_only_is_refused_not_estimated() -> None:
 def test_a_tp2_log_printing_one_rank_is_a_partial_list_not_a_refusal() -> None:
     """public/32 (PR #37296): TP0 and TP1 prefixes (TP >= 2), only TP0 states its KV room."""
     text = next(PUBLIC.glob("32-*.log")).read_text(encoding="utf-8")
-    _, docs = plans.read_log(text, get_model("llama-3.1-8b").config_dict())
+    _, docs = imports.read_log(text, get_model("llama-3.1-8b").config_dict())
     doc, error = docs[0]
     assert doc is not None, error
     out = plans.run_plan(doc, with_levers=False)

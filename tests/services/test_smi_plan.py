@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.services.plans import import_nvidia_smi, run_plan
+from app.services.imports import import_nvidia_smi
+from app.services.plans import run_plan
 from app.web.plan.workflows import nvidia_smi_document
 
 SMI = Path(__file__).resolve().parents[1] / "data" / "nvidia-smi" / "table-r550-4gpu.txt"

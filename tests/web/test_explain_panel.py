@@ -15,7 +15,7 @@ import pytest
 
 from app.core import admission, ledger
 from app.core import plan as core_plan
-from app.services import plans
+from app.services import plan_rows
 from app.services.base_documents import MemoryBaseStore
 from app.web.formatting import gib, intcomma
 from app.web.plan import present, views
@@ -27,7 +27,7 @@ QUERY = {"model": "llama-3.1-8b", "tp": "2", "util": "0.83", "block_size": "32",
 
 
 def _clear_caches() -> None:
-    for cached in (core_plan._rank_kv, plans._estimate_ranks):
+    for cached in (core_plan._rank_kv, plan_rows.estimate_rows):
         cached.cache_clear()
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.services import plans
+from app.services import imports
 from app.web.app import create_app
 
 from .support import TestClient, make_settings
@@ -46,20 +46,20 @@ def test_plan_documents_cost_one_run_each(monkeypatch: pytest.MonkeyPatch) -> No
     """The root of the quadratic import: each run's plan converts that run only. Counted in
     values converted (not time): doubling the runs doubles the work, it does not quadruple it."""
     converted = 0
-    original = plans._plain
+    original = imports._plain
 
     def counting(obj: object) -> object:
         nonlocal converted
         converted += 1
         return original(obj)
 
-    monkeypatch.setattr(plans, "_plain", counting)
+    monkeypatch.setattr(imports, "_plain", counting)
 
     def work(lines: int) -> tuple[int, int]:
         nonlocal converted
-        plans.read_log(typical_log(lines))  # warm the catalogue's caches
+        imports.read_log(typical_log(lines))  # warm the catalogue's caches
         converted = 0
-        _parsed, docs = plans.read_log(typical_log(lines))
+        _parsed, docs = imports.read_log(typical_log(lines))
         return converted, len(docs)
 
     small, runs_small = work(1500)

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from app.core.errors import InputError
-from app.services import plans
+from app.services import imports, plans
 from app.services.imported_runs import model_doc, tp_from_blocks
 
 from .support import TestClient
@@ -93,7 +93,7 @@ def test_a_pasted_config_json_stands_for_the_model(client: TestClient) -> None:
 def test_tp_from_blocks_needs_a_unique_match() -> None:
     from app.ingest.catalogue import get_model
 
-    parsed = plans.import_log(LOG39)
+    parsed = imports.import_log(LOG39)
     run = parsed["runs"][0]
     config = get_model("qwen2.5-32b").config_dict()
     assert tp_from_blocks(run, config) == 2
@@ -134,7 +134,7 @@ def test_deploy_command_has_the_runs_expert_parallel_flag() -> None:
     # worker names carry `_EP{ep_rank}` only with expert parallel on (multiproc_executor.py @28be48fa)
     text = "".join(f"(Worker_TP{i}_EP{i} pid={i + 10}) INFO 01-01 00:00:0{i} [gpu_worker.py:1] Available KV cache "
                    "memory: 10.00 GiB\n" for i in range(2))
-    parsed = plans.import_log(text)
+    parsed = imports.import_log(text)
     doc = document_from_log(validate_plan({"from_log": {"runs": parsed["runs"][:1]}, "model": {
         "catalogue": "llama-3.1-8b"}}), None)
     assert doc.layout.expert_parallel is True
@@ -148,7 +148,7 @@ def test_a_run_with_graphs_in_its_budget_takes_the_logged_estimate_and_vllms_adv
     from app.schemas import validate_plan
     from app.services.evidence import document_from_log
 
-    parsed = plans.import_log(next((LOGS / "public").glob("32-*.log")).read_text())
+    parsed = imports.import_log(next((LOGS / "public").glob("32-*.log")).read_text())
     doc = document_from_log(validate_plan({"from_log": parsed, "model": {"kv_bytes_per_token": 65536},
                                            "engine": {"max_model_len": 4096}}), None)
     (tp0,) = doc.ranks or []

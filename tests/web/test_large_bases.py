@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.core.errors import InputError
-from app.services import plans
+from app.services import imports
 from app.services.base_documents import MemoryBaseStore
 from app.services.prepared import PureCache
 from app.web.app import create_app
@@ -44,7 +44,7 @@ def measured_base(n: int = 16) -> dict[str, Any]:
 
 def logged_base() -> dict[str, Any]:
     """An imported log's run as the import stores it (measured ranks from the log)."""
-    _, docs = plans.read_log(LOG14.read_text())
+    _, docs = imports.read_log(LOG14.read_text())
     doc = docs[0][0]
     assert doc is not None
     return doc

@@ -15,7 +15,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.core.errors import InputError
 from app.schemas import PlanDocument
-from app.services import deploy, plan_query, plans
+from app.services import deploy, imports, model_input, plan_query, plans
 from app.services.base_documents import BaseStore
 from app.web import cpu, querystring
 from app.web.openapi import body_schema, errors, register_body
@@ -106,7 +106,7 @@ async def import_metrics(
 
 @router.get("/models", summary="Search the model catalogue")
 def get_models(q: str = "") -> JSONResponse:
-    return JSONResponse({"models": plans.catalogue_search(q, limit=50)})
+    return JSONResponse({"models": model_input.catalogue_search(q, limit=50)})
 
 
 _MODEL_FIELD = {"model": "catalogue slug of the model, for residuals"}
@@ -130,7 +130,7 @@ async def import_log(request: Request) -> JSONResponse:
              openapi_extra=text_body.openapi_body("nvidia-smi output (table or --query-gpu CSV)", {}))
 async def import_nvidia_smi(request: Request) -> JSONResponse:
     body = await text_body.read_text_body(request, request.app.state.settings.max_log_bytes, "text")
-    return JSONResponse(await run_in_threadpool(plans.import_nvidia_smi, body["text"]))
+    return JSONResponse(await run_in_threadpool(imports.import_nvidia_smi, body["text"]))
 
 
 @router.post("/compare", summary="Two plan documents side by side, every row with its delta",

@@ -23,7 +23,7 @@ from app.core.kvspec import KV_CACHE_DTYPES
 from app.core.lora import allowed_ranks
 from app.core.speculative import METHODS as SPEC_METHODS
 from app.core.versions import parse_version, rules_for
-from app.services import plan_query, plans
+from app.services import model_input, plan_query
 from app.web import querystring
 from app.web.formatting import gib, intcomma, ratio
 from app.web.plan import charts, views
@@ -66,7 +66,7 @@ def _size_text(value: object) -> str:
 @functools.lru_cache(maxsize=1)
 def catalogue_options() -> tuple[tuple[str, str], ...]:
     """(slug, name) of every catalogue model (the catalogue is data shipped with the app)."""
-    return tuple((m["slug"], m["name"]) for m in plans.catalogue_search("", limit=500))
+    return tuple((m["slug"], m["name"]) for m in model_input.catalogue_search("", limit=500))
 
 
 def model_options(current: str, with_base: bool) -> list[tuple[str, str]]:

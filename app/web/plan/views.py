@@ -1,7 +1,7 @@
 """The plan page's work between a request and `app.services.plans`: what-if query → canonical plan.
 
 `plan_view` resolves the optional base document, decides the defaults once (the knob table's
-fixed ones and vLLM's for the plan, `plans.engine_defaults`), drops values equal to them (so the
+fixed ones and vLLM's for the plan, `plan_inputs.engine_defaults`), drops values equal to them (so the
 canonical URL stays short although a range input always submits a value), builds and runs the
 plan, and returns the canonical query and URL. Presentation of the
 result (KPIs, admission rows, the rank table, form values) lives in `present.py`.
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.core.errors import InputError
-from app.services import plan_query, plans
+from app.services import plan_inputs, plan_query, plans
 from app.services.base_documents import BaseStore
 from app.services.layout_choice import LayoutChoice, smallest_starting_layout
 from app.services.prepared import PureCache
@@ -53,10 +53,12 @@ def resolve_base(query: Mapping[str, str], bases: BaseStore) -> dict[str, Any] |
 
 
 def vllm_defaults(
-    query: Mapping[str, str], base_doc: Mapping[str, Any] | None, prepared: PureCache[plans.Preparation] | None = None
+    query: Mapping[str, str],
+    base_doc: Mapping[str, Any] | None,
+    prepared: PureCache[plan_inputs.Preparation] | None = None,
 ) -> dict[str, str]:
     """What the range inputs would hold if the query did not set them: the defaults of the plan
-    its structural keys describe (`plans.engine_defaults`, no plan is run); {} if it is invalid."""
+    its structural keys describe (`plan_inputs.engine_defaults`, no plan is run); {} if it is invalid."""
     structure = plan_query.structural(query)
     if base_doc is None:
         return dict(_defaults_without_base(tuple(sorted(structure.items()))))
@@ -90,10 +92,10 @@ def _defaults_without_base(structure: tuple[tuple[str, str], ...]) -> tuple[tupl
 
 
 def _defaults(
-    structure: Mapping[str, str], base_doc: Mapping[str, Any] | None, prepared: plans.Prepared | None = None
+    structure: Mapping[str, str], base_doc: Mapping[str, Any] | None, prepared: plan_inputs.Prepared | None = None
 ) -> dict[str, str]:
     try:
-        values = plans.engine_defaults(plan_query.plan_from_query(structure, base_doc), prepared)
+        values = plan_inputs.engine_defaults(plan_query.plan_from_query(structure, base_doc), prepared)
     except InputError:
         return {}
     return plan_query.vllm_defaults(values)
@@ -116,7 +118,7 @@ class PlanCache:
         self._ranks = 0
         self._lock = threading.Lock()
         #: Validated base documents and their built plans, so a tick only applies the what-if.
-        self.prepared: PureCache[plans.Preparation] = PureCache()
+        self.prepared: PureCache[plan_inputs.Preparation] = PureCache()
 
     def get(self, key: CacheKey) -> PlanView | None:
         with self._lock:
@@ -171,15 +173,15 @@ def plan_view(
 
 
 def _prepared(
-    cache: PureCache[plans.Preparation] | None, query: Mapping[str, str], base_doc: Mapping[str, Any] | None
-) -> plans.Prepared | None:
+    cache: PureCache[plan_inputs.Preparation] | None, query: Mapping[str, str], base_doc: Mapping[str, Any] | None
+) -> plan_inputs.Prepared | None:
     """The reuse key of a what-if on a stored base: its content id and the query's values that
     are not what-if knobs (those alone decide the document without its `whatif` section)."""
     if cache is None or base_doc is None or "base" not in query:
         return None
     whatif = plan_query.whatif_keys(base_doc)
     rest = tuple(sorted((k, v) for k, v in query.items() if k not in whatif))
-    return plans.Prepared(cache, rest)
+    return plan_inputs.Prepared(cache, rest)
 
 
 def _open_at(doc: dict[str, Any], query: Mapping[str, str], choice: LayoutChoice) -> str | None:

@@ -17,7 +17,7 @@ from fastapi import UploadFile
 from app.core.errors import InputError
 from app.db.repository import NotFound
 from app.ingest.catalogue import get_model
-from app.services import imported_runs, plan_query, plans
+from app.services import imported_runs, imports, model_input, plan_query, plans
 from app.services.base_documents import BaseStore
 from app.settings import Settings
 from app.web import querystring
@@ -38,12 +38,12 @@ def _mib(limit: int) -> str:
 
 
 def home_context(settings: Settings, q: str, active_form: str = "") -> dict[str, Any]:
-    models = plans.catalogue_search(q, limit=12 if not q.strip() else 30)
+    models = model_input.catalogue_search(q, limit=12 if not q.strip() else 30)
     return {
         "nav": "home", "q": q, "active_form": active_form, "error": None, "field_errors": {},
         "models": [{**m, "url": querystring.page_url("/plan", {"model": m["slug"]})} for m in models],
         "examples": examples.EXAMPLES if settings.demo_data else (),
-        "model_options": [(m["slug"], m["name"]) for m in plans.catalogue_search("", limit=200)],
+        "model_options": [(m["slug"], m["name"]) for m in model_input.catalogue_search("", limit=200)],
         "default_model": "llama-3.1-70b", "max_log_mib": _mib(settings.max_log_bytes), "recent": [],
         "default_gpu": plan_query.DEFAULT_GPU_NAME, "gpu_presets": gpu_options(),
     }
@@ -51,7 +51,7 @@ def home_context(settings: Settings, q: str, active_form: str = "") -> dict[str,
 
 def home_json(q: str) -> dict[str, Any]:
     return {
-        "models": plans.catalogue_search(q, limit=30),
+        "models": model_input.catalogue_search(q, limit=30),
         "examples": [{"title": e.title, "description": e.description, "url": e.url} for e in examples.EXAMPLES],
     }
 
@@ -81,7 +81,7 @@ def base_plan_url(doc: Mapping[str, Any], bases: BaseStore) -> str:
 
 @dataclass(frozen=True)
 class ImportedLog:
-    """A parsed log and, per run, its plan document or why there is none (`plans.read_log`)."""
+    """A parsed log and, per run, its plan document or why there is none (`imports.read_log`)."""
 
     parsed: dict[str, Any]
     docs: list[tuple[dict[str, Any] | None, str | None]]
@@ -144,7 +144,7 @@ def import_context(
             "row_keys": LOG_ROW_KEYS, "max_log_mib": _mib(settings.max_log_bytes), "findings": [],
             "model_slug": model_slug, "layout": {}, "config_text": config_text,
             "log_text": log_text if len(log_text.encode()) <= KEEP_IN_BOX_BYTES else "",
-            "model_options": [(m["slug"], m["name"]) for m in plans.catalogue_search("", limit=200)]}
+            "model_options": [(m["slug"], m["name"]) for m in model_input.catalogue_search("", limit=200)]}
 
 
 def import_form_json(settings: Settings) -> dict[str, Any]:
@@ -162,7 +162,7 @@ def import_form_json(settings: Settings) -> dict[str, Any]:
         },
         "max_log_bytes": settings.max_log_bytes,
         "row_keys": [key for key, _ in LOG_ROW_KEYS],
-        "models": [{"slug": m["slug"], "name": m["name"]} for m in plans.catalogue_search("", limit=200)],
+        "models": [{"slug": m["slug"], "name": m["name"]} for m in model_input.catalogue_search("", limit=200)],
     }
 
 
@@ -199,7 +199,7 @@ def import_log(
     model = imported_runs.model_doc(model_slug, config_text)
     if config is None and model is not None:
         config = model["config"]
-    parsed, docs = isolation.run("log", plans.read_log, text, config, dict(layout or {}) or None, model)
+    parsed, docs = isolation.run("log", imports.read_log, text, config, dict(layout or {}) or None, model)
     return ImportedLog(parsed, docs)
 
 
@@ -258,7 +258,7 @@ def nvidia_smi_document(text: str, model: str) -> dict[str, Any]:
     """
     if not text.strip():
         raise InputError("nvidia_smi", "paste the output of nvidia-smi")
-    parsed = plans.import_nvidia_smi(text)
+    parsed = imports.import_nvidia_smi(text)
     gpus = [g for g in parsed.get("gpus") or [] if isinstance(g, Mapping) and isinstance(g.get("total_bytes"), int)]
     if not gpus:
         raise InputError("nvidia_smi", "no GPU with its total memory was found in that text")

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Request
 from fastapi.responses import JSONResponse, Response
 
-from app.services.plans import catalogue_search
+from app.services.model_input import catalogue_search
 from app.services.sizing import run_size
 from app.sizing_schema import DEFAULT_GPUS, SizingDocument
 from app.web import cpu, htmx

@@ -1,0 +1,152 @@
+"""The model a plan names, as the core takes it: an inline config.json, a catalogue entry (its
+config's sha256 pinned) or bare KV bytes per token; online fp8 applied where the engine asks for it.
+Also the catalogue search and the `kvledger kv-bytes` report of a config."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from app.core.errors import InputError
+from app.core.kvspec import rank_kv
+from app.core.model_config import shape_from_config
+from app.core.plan import ModelInput
+from app.core.shape import ModelShape, online_fp8_shape
+from app.core.vision import vision_geometry
+from app.schemas import PlanDocument
+
+JSON = dict[str, Any]
+
+
+def resolve_model(doc: PlanDocument) -> ModelInput:
+    """The model input of a document (catalogue entries pin their config's sha256)."""
+    spec = doc.model
+    if spec is None:
+        raise InputError("model", "give model: {config: …}, {catalogue: name} or {kv_bytes_per_token: N}")
+    if spec.kv_bytes_per_token is not None:
+        return ModelInput(kv_bytes_per_token=spec.kv_bytes_per_token, name=spec.name, source="kv_bytes_per_token")
+    index = spec.safetensors_index.model_dump() if spec.safetensors_index is not None else None
+    if spec.catalogue is not None:
+        from app.ingest.catalogue import get_model
+
+        try:
+            entry = get_model(spec.catalogue)
+        except KeyError as exc:
+            raise InputError("model.catalogue", str(exc.args[0]) if exc.args else "unknown model") from None
+        shape = _catalogue_shape(entry.slug) if index is None else shape_of(entry.config, "model.catalogue", index)
+        return ModelInput(
+            shape=shape, name=spec.name or entry.hf_id, source=f"catalogue:{entry.slug}", sha256=entry.sha256,
+            multimodal="vision_config" in entry.config, vision=vision_geometry(entry.config),
+        )  # fmt: skip
+    config = spec.config or {}
+    sha = hashlib.sha256(json.dumps(config, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    name = spec.name or _str(config.get("_name_or_path"))
+    return ModelInput(
+        shape=shape_of(config, "model.config", index),
+        name=name,
+        source="config",
+        sha256=sha,
+        multimodal="vision_config" in config,
+        vision=vision_geometry(config),
+    )
+
+
+@functools.lru_cache(maxsize=128)
+def _catalogue_shape(slug: str) -> ModelShape:
+    """A catalogue model's shape, parsed once (the catalogue is read-only package data); exact
+    weights from the checkpoint's total_size where the catalogue pins it."""
+    from app.ingest.catalogue import get_model
+
+    entry = get_model(slug)
+    pinned = {"metadata": {"total_size": entry.index_total_bytes}} if entry.index_total_bytes else None
+    return shape_of(entry.config, "model.catalogue", pinned)
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def shape_of(config: Mapping[str, object], field: str, index: Mapping[str, object] | None = None) -> ModelShape:
+    try:
+        return shape_from_config(config, index)
+    except InputError as exc:
+        raise _rooted(exc, field) from None
+
+
+def _rooted(exc: InputError, field: str) -> InputError:
+    """The config reader names fields from the document's root (``model.config.X``, ``model.
+    safetensors_index.Y``, ``layout.pp``): keep those, re-root a catalogue config's under it."""
+    if exc.field.startswith("model.config") and field != "model.config":
+        return InputError(field + exc.field.removeprefix("model"), exc.message)
+    if exc.field.startswith(("model.", "layout.", "engine.")):
+        return exc
+    return exc.under(field)
+
+
+def quantized(model: ModelInput, quantization: str | None) -> ModelInput:
+    """The model as vLLM holds it under `--quantization` (only fp8 on an unquantized checkpoint)."""
+    if quantization is None:
+        return model
+    if model.shape is None:
+        raise InputError("engine.quantization", "needs the model's config.json (or a catalogue model) to size weights")
+    return replace(model, shape=_online_fp8_shape(model.shape))
+
+
+@functools.lru_cache(maxsize=64)
+def _online_fp8_shape(shape: ModelShape) -> ModelShape:
+    """online_fp8_shape is pure over a frozen shape: a sizing search (or a slider) quantizes once."""
+    return online_fp8_shape(shape)
+
+
+def catalogue_search(q: str, limit: int = 20) -> list[JSON]:
+    """Catalogue models matching a query (all models for an empty query)."""
+    from app.ingest.catalogue import list_models, search_models
+
+    entries = search_models(q, limit) if q.strip() else list_models()[:limit]
+    return [{"slug": e.slug, "name": e.name, "hf_id": e.hf_id, "evidence": e.evidence} for e in entries]
+
+
+def kv_bytes_report(
+    config: Mapping[str, object],
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    dcp: int = 1,
+    kv_cache_dtype: str = "auto",
+    block_size: int = 16,
+    max_model_len: int | None = None,
+    max_num_batched_tokens: int | None = None,
+) -> JSON:
+    """`kvledger kv-bytes`: per-rank bytes per token, page bytes and vLLM's per-request worst case."""
+    shape = shape_of(config, "config")
+    rkv = rank_kv(shape, tp=tp, pp=pp, dcp=dcp, kv_cache_dtype=kv_cache_dtype, block_size=block_size)
+    mml = max_model_len or shape.max_position_embeddings
+    if mml is None:
+        raise InputError("max_model_len", "required: the config does not state max_position_embeddings")
+    mnbt = max_num_batched_tokens or 8192
+    return {
+        "model": shape.name,
+        "tp": tp,
+        "pp": pp,
+        "dcp": dcp,
+        "kv_cache_dtype": rkv.kv_cache_dtype,
+        "layers": shape.num_layers,
+        "layers_on_rank": rkv.layers_on_rank,
+        "kv_heads": shape.num_kv_heads,
+        "kv_heads_per_rank": rkv.kv_heads_per_rank,
+        "head_dim": shape.head_dim,
+        "layer_kinds": {k: shape.layer_kinds.count(k) for k in sorted(set(shape.layer_kinds))},
+        "kv_bytes_per_token": rkv.kv_bytes_per_token,
+        "block_size": rkv.block_size,
+        "page_bytes": rkv.page_bytes,
+        "mamba_state_bytes_per_request": rkv.mamba_state_bytes_per_request,
+        "max_model_len": mml,
+        "max_num_batched_tokens": mnbt,
+        "per_request_blocks": rkv.per_request_blocks(mml, mnbt),
+        "per_request_bytes": rkv.per_request_bytes(mml, mnbt),
+        "notes": [*shape.notes, *rkv.notes],
+    }

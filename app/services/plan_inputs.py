@@ -1,0 +1,291 @@
+"""A plan document → the core's `PlanInput`: the engine with vLLM's defaults for the version the
+plan names (`engine_settings`, the one defaults rule), the layout, policy, rank rows and notes; then
+the document's what-if applied on top. `Prepared` lets a slider tick reuse the part before the
+what-if. Errors are `InputError`s naming the field."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, replace
+
+from app.core.architectures import architecture_notes
+from app.core.dp_layout import layout_notes
+from app.core.errors import InputError
+from app.core.gpus import find_preset
+from app.core.lora import LoraSpec, check_lora
+from app.core.nontorch import Interconnect
+from app.core.plan import Engine, Layout, ModelInput, PlanInput, Policy, check_rank_count
+from app.core.versions import CURRENT_VLLM, check_block_size, rules_for, scheduler_defaults
+from app.core.whatif import set_engine, set_max_num_batched_tokens, set_quantization, set_tp
+from app.ingest.vllm_serve import serve_notes
+from app.schemas import PlanDocument, WhatIfDoc, validate_plan, validate_whatif
+from app.services.model_input import quantized, resolve_model
+from app.services.plan_layers import kv_offload, make_dp_layout, node, prefix_caching
+from app.services.plan_rows import estimated_ranks, fill_missing_rows, ranks_from_doc
+from app.services.prepared import PureCache
+from app.services.speculative_doc import speculative_spec
+
+LogReader = Callable[[str], str]
+
+
+def build_plan(doc: PlanDocument, read_log: LogReader | None = None) -> PlanInput:
+    """Resolve a validated document into the core's plan input (defaults filled in)."""
+    plan, from_log = build_base_plan(doc, read_log)
+    return _apply_whatif(_merged(from_log, doc.whatif), plan)
+
+
+def build_base_plan(doc: PlanDocument, read_log: LogReader | None = None) -> tuple[PlanInput, WhatIfDoc | None]:
+    """`build_plan` before the document's own what-if is applied (the part a slider tick reuses),
+    and the what-if its log adds (settings given beside a log that differ from the run's)."""
+    if doc.from_log is None:
+        if doc.ranks:
+            layout_in = Layout(tp=doc.layout.tp, pp=doc.layout.pp, dp=doc.layout.dp)
+            check_rank_count(layout_in, len(doc.ranks), doc.ranks_partial)
+        return _base_plan(doc), None
+    from app.services.evidence import document_from_log
+
+    logged = document_from_log(doc, read_log)
+    return _base_plan(logged), logged.whatif
+
+
+def _merged(logged: WhatIfDoc | None, own: WhatIfDoc | None) -> WhatIfDoc | None:
+    """The document's own what-if over the one its log adds (its own values win, as
+    `evidence.document_from_log` merges them)."""
+    if logged is None or own is None:
+        return own or logged
+    return logged.model_copy(update=own.model_dump(exclude_none=True))
+
+
+def _base_plan(doc: PlanDocument) -> PlanInput:
+    model = quantized(resolve_model(doc), doc.engine.quantization)
+    version = doc.vllm_version or CURRENT_VLLM
+    gpu_total = _gpu_total(doc)
+    engine_doc = doc.engine
+    max_model_len = engine_doc.max_model_len or (model.shape.max_position_embeddings if model.shape else None)
+    if max_model_len is None:
+        raise InputError("engine.max_model_len", "required: the model does not state max_position_embeddings")
+    util, mnbt, seqs, _ = engine_settings(doc, max_model_len)
+    engine = Engine(
+        gpu_memory_utilization=util,
+        kv_cache_dtype=engine_doc.kv_cache_dtype,
+        block_size=engine_doc.block_size,
+        max_model_len=max_model_len,
+        max_num_batched_tokens=mnbt,
+        max_num_seqs=seqs,
+        kv_cache_memory_bytes=engine_doc.kv_cache_memory_bytes,
+        enforce_eager=engine_doc.enforce_eager,
+        quantization=engine_doc.quantization,
+        num_gpu_blocks_override=engine_doc.num_gpu_blocks_override,
+        disable_hybrid_kv_cache_manager=engine_doc.disable_hybrid_kv_cache_manager,
+        lora=_lora(doc, model, version),
+        lora_in_run=_lora(doc, model, version) if doc.ranks else None,
+        speculative=speculative_spec(engine_doc.speculative, model.shape),
+        kv_offload=kv_offload(doc, version),
+        enable_prefix_caching=prefix_caching(doc, version),
+        async_scheduling=engine_doc.async_scheduling,
+        max_model_len_assumed=engine_doc.max_model_len is None,
+    )
+    layout = Layout(
+        tp=doc.layout.tp, pp=doc.layout.pp, dp=doc.layout.dp, dcp=doc.layout.dcp,
+        expert_parallel=doc.layout.expert_parallel, interconnect=_interconnect(doc),
+    )  # fmt: skip
+    check_block_size(engine.block_size, version, attention=model.shape is None or model.shape.attention_layers > 0)
+    dp_layout = make_dp_layout(layout, model, version)
+    policy = Policy(
+        growth_reserve=doc.policy.growth_reserve,
+        operating_reserve_bytes=doc.policy.operating_reserve,
+        avg_live_tokens=doc.policy.avg_live_tokens,
+        free_spread_threshold_bytes=doc.policy.free_spread_threshold,
+        activation_points=tuple((int(x), int(y)) for x, y in doc.policy.activation_points),
+    )
+    if doc.ranks:
+        ranks = ranks_from_doc(doc.ranks)
+        ranks, estimated = fill_missing_rows(ranks, model, layout, engine, version)
+    else:
+        ranks = estimated_ranks(doc, model, layout, engine, version, dp_layout)
+        estimated = True
+    notes: tuple[str, ...] = tuple(doc.notes)
+    if doc.serve is not None or doc.vllm_config is not None:
+        notes += tuple(serve_notes(doc.model_dump(include={"serve", "vllm_config"}, exclude_none=True)))
+    notes = (*notes, *_assumption_notes(doc), *layout_notes(dp_layout))
+    if doc.model is not None and doc.model.config is not None:
+        notes = (*notes, *architecture_notes(doc.model.config, version))
+    return PlanInput(model, layout, engine, policy, ranks, version, gpu_total, estimated, notes, node(doc))
+
+
+def _lora(doc: PlanDocument, model: ModelInput, version: str) -> LoraSpec | None:
+    """The document's ``engine.lora`` as the core's spec, refused where vLLM refuses it."""
+    lora = doc.engine.lora
+    if lora is None:
+        return None
+    if model.shape is None:
+        raise InputError("engine.lora", "sizing LoRA slots needs the model's config.json (model.config or catalogue)")
+    spec = LoraSpec(lora.max_loras, lora.max_lora_rank, lora.max_cpu_loras,
+                    tuple(lora.target_modules) if lora.target_modules is not None else None)  # fmt: skip
+    rules = rules_for(version)
+    check_lora(spec, rules.version, rules.label, model.shape)
+    return spec
+
+
+def _gpu_total(doc: PlanDocument) -> int | None:
+    return doc.gpu.total if doc.gpu else max((r.total or 0 for r in doc.ranks or []), default=0) or None
+
+
+def engine_settings(doc: PlanDocument, max_model_len: int | None = None) -> tuple[float, int, int, str]:
+    """Utilization, max_num_batched_tokens, max_num_seqs and what was assumed: the document's own,
+    else vLLM's defaults for its version (`rules_for`), engine, GPU and max_model_len
+    (`scheduler_defaults`). The one defaults rule."""
+    rules = rules_for(doc.vllm_version or CURRENT_VLLM)
+    mml = max_model_len or doc.engine.max_model_len or 2**31
+    default_mnbt, default_seqs, note = scheduler_defaults(
+        rules.version, rules.version >= (0, 8, 0), _gpu_total(doc), doc.gpu.name if doc.gpu else None, mml
+    )
+    engine = doc.engine
+    return (
+        engine.gpu_memory_utilization or rules.default_gpu_memory_utilization,
+        engine.max_num_batched_tokens or default_mnbt,
+        engine.max_num_seqs or default_seqs,
+        note,
+    )
+
+
+def engine_defaults(doc: object, prepared: Prepared | None = None) -> dict[str, float]:
+    """The engine values a plan document runs with where a what-if leaves them unset, by document
+    path: its own (or its what-if's) settings, else vLLM's defaults (`engine_settings`). With
+    `prepared`, the validated document before its what-if is reused."""
+    if prepared is not None and isinstance(doc, Mapping):
+        whatif = validate_whatif(doc.get("whatif"))
+        made = prepared.cache.get_or_make(("doc", prepared.key), lambda: _logged(_without_whatif(doc)), _weight)
+        assert isinstance(made, PlanDocument)
+        validated, whatif = made, _merged(made.whatif, whatif)
+    else:
+        validated = _logged(doc)
+        whatif = validated.whatif
+    util, mnbt, _, _ = engine_settings(validated)
+    if whatif is not None:
+        util = whatif.gpu_memory_utilization or util
+        mnbt = whatif.max_num_batched_tokens or mnbt
+    return {"engine.gpu_memory_utilization": util, "engine.max_num_batched_tokens": float(mnbt)}
+
+
+def _logged(doc: object) -> PlanDocument:
+    """The validated document, its `from_log` (if any) turned into measured ranks."""
+    validated = validate_plan(doc)
+    if validated.from_log is not None:
+        from app.services.evidence import document_from_log
+
+        validated = document_from_log(validated, None)
+    return validated
+
+
+def _interconnect(doc: PlanDocument) -> Interconnect:
+    """The GPUs' interconnect: given, else the preset's usual one, else unknown (taken as NVLink)."""
+    if doc.gpu is None:
+        return "unknown"
+    if doc.gpu.interconnect is not None:
+        return doc.gpu.interconnect
+    preset = find_preset(doc.gpu.name) if doc.gpu.name else None
+    return preset.interconnect if preset else "unknown"
+
+
+def _assumption_notes(doc: PlanDocument) -> tuple[str, ...]:
+    """What the plan assumed where the document is silent (the version's rules, vLLM's defaults)."""
+    notes = []
+    if doc.vllm_version is None:
+        notes.append(f"no vllm_version given: vLLM {CURRENT_VLLM}'s rules assumed (the current release)")
+    index = doc.model.safetensors_index if doc.model is not None else None
+    if index is not None:
+        size = index.metadata.total_size
+        notes.append(f"weights from the checkpoint's model.safetensors.index.json: total_size {size:,} B "
+                     f"({size / 2**30:.2f} GiB), split per rank by vLLM's sharding")
+    if doc.gpu is not None and doc.gpu.name and find_preset(doc.gpu.name) and doc.gpu.total == _preset_total(doc):
+        preset = find_preset(doc.gpu.name)
+        assert preset is not None
+        notes.append(f"GPU total {preset.total_bytes / 2**30:.2f} GiB from the {preset.name} preset ({preset.source})")
+    return tuple(notes)
+
+
+def _preset_total(doc: PlanDocument) -> int | None:
+    preset = find_preset(doc.gpu.name) if doc.gpu and doc.gpu.name else None
+    return preset.total_bytes if preset else None
+
+
+def _quantization_notes(plan: PlanInput) -> PlanInput:
+    """Online fp8 before vLLM 0.14 held every full-precision weight until all had loaded
+    (fixed by vllm-project/vllm PR #31914, merged 2026-01-07; release assumed 0.14.0)."""
+    if plan.engine.quantization is None or rules_for(plan.vllm_version).version >= (0, 14, 0):
+        return plan
+    note = ("vLLM before 0.14 loads every weight at full precision before quantizing to fp8: the unquantized "
+            "weights must fit in free memory at start (PR #31914 streams them since)")
+    return replace(plan, notes=(*plan.notes, note))
+
+
+def _apply_whatif(whatif: WhatIfDoc | None, plan: PlanInput) -> PlanInput:
+    if whatif is None:
+        return _quantization_notes(plan)
+    if whatif.tp is not None:
+        plan = set_tp(plan, whatif.tp).plan
+    if whatif.max_num_batched_tokens is not None:
+        plan = set_max_num_batched_tokens(plan, whatif.max_num_batched_tokens).plan
+    if whatif.gpu_memory_utilization is not None:
+        plan = set_engine(plan, gpu_memory_utilization=whatif.gpu_memory_utilization).plan
+    if whatif.quantization is not None:
+        plan = set_quantization(plan, whatif.quantization).plan
+    if whatif.max_loras is not None or whatif.max_lora_rank is not None:
+        plan = _lora_whatif(plan, whatif)
+    return _quantization_notes(plan)
+
+
+def _lora_whatif(plan: PlanInput, whatif: WhatIfDoc) -> PlanInput:
+    """LoRA slots moved on top of the measured run (its rows keep the run's LoRA, ``lora_in_run``)."""
+    base = plan.engine.lora or LoraSpec()
+    spec = replace(base, max_loras=whatif.max_loras or base.max_loras,
+                   max_lora_rank=whatif.max_lora_rank or base.max_lora_rank)  # fmt: skip
+    if plan.model.shape is None:
+        raise InputError("whatif.max_loras", "sizing LoRA slots needs the model's config.json")
+    rules = rules_for(plan.vllm_version)
+    try:
+        check_lora(spec, rules.version, rules.label, plan.model.shape)
+    except InputError as exc:
+        raise InputError(exc.field.replace("engine.lora.", "whatif."), exc.message) from None
+    return replace(plan, engine=replace(plan.engine, lora=spec))
+
+
+#: What a `Prepared` cache holds: a base plan (before the what-if) with the what-if its log adds,
+#: or a validated document.
+Preparation = tuple[PlanInput, WhatIfDoc | None] | PlanDocument
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Where `run_plan` and `engine_defaults` may reuse the work a document gives before its
+    what-if: a pure cache and this document's key in it. The key must determine the document
+    without its `whatif` section (the web uses the base document's content id and the query's
+    other values; see `app.services.prepared`)."""
+
+    cache: PureCache[Preparation]
+    key: Hashable
+
+
+def _without_whatif(doc: Mapping[str, object]) -> dict[str, object]:
+    return {k: v for k, v in doc.items() if k != "whatif"}
+
+
+def _weight(value: Preparation) -> int:
+    return len((value[0] if isinstance(value, tuple) else value).ranks or ()) + 1
+
+
+def plan_input(doc: object, read_log: LogReader | None = None, prepared: Prepared | None = None) -> PlanInput:
+    """`build_plan(validate_plan(doc))`; with `prepared`, only the what-if is validated and
+    applied when the rest of the document was built before under the same key."""
+    if prepared is None or not isinstance(doc, Mapping):
+        return build_plan(validate_plan(doc), read_log)
+    whatif = validate_whatif(doc.get("whatif"))
+
+    def make() -> tuple[PlanInput, WhatIfDoc | None]:
+        return build_base_plan(validate_plan(_without_whatif(doc)), read_log)
+
+    made = prepared.cache.get_or_make(("plan", prepared.key), make, _weight)
+    assert isinstance(made, tuple)
+    base, logged = made
+    return _apply_whatif(_merged(logged, whatif), base)
