@@ -1,5 +1,5 @@
 """From a number on the plan page to the function that computes it, in two hops: the admission
-panel's `adm-<key>` (template block `results`) → the presenter key → `present.COMPUTED_BY[key]`,
+panel's `adm-<key>` (template block `results`) → the presenter key → `admission_panel.COMPUTED_BY[key]`,
 a function of `app.core`. The test traces a fresh page computation and checks each named function
 runs; for the pure ones it recomputes the number shown from the function itself."""
 
@@ -18,7 +18,7 @@ from app.core import plan as core_plan
 from app.services import plan_rows
 from app.services.base_documents import MemoryBaseStore
 from app.web.formatting import gib, intcomma
-from app.web.plan import present, views
+from app.web.plan import admission_panel, views
 
 from .support import TestClient
 
@@ -62,25 +62,25 @@ def test_every_admission_number_names_a_core_function(client: TestClient) -> Non
     keys = re.findall(r'<details data-item="([a-z_]+)">', html)
     assert len(keys) >= 12
     for key in keys:
-        function = present.COMPUTED_BY[key]
+        function = admission_panel.COMPUTED_BY[key]
         assert function.__module__.startswith("app.core."), (key, function.__module__)
         assert f'id="adm-{key}"' in html
 
 
 def test_the_named_functions_run_when_the_page_is_computed(traced_view: tuple[views.PlanView, set[CodeType]]) -> None:
     _, called = traced_view
-    rows = present.admission(traced_view[0].result)
-    assert {row.key for row in rows} <= set(present.COMPUTED_BY)
+    rows = admission_panel.admission(traced_view[0].result)
+    assert {row.key for row in rows} <= set(admission_panel.COMPUTED_BY)
     for key in {row.key for row in rows}:
-        function = present.COMPUTED_BY[key]
+        function = admission_panel.COMPUTED_BY[key]
         assert function.__code__ in called, f"{key}: {function.__qualname__} did not run"
 
 
 def test_the_pure_functions_give_the_numbers_shown(traced_view: tuple[views.PlanView, set[CodeType]]) -> None:
     view = traced_view[0]
     result = view.result
-    shown = {row.key: row.value for row in present.admission(result)}
-    binding = present.binding_row(result)
+    shown = {row.key: row.value for row in admission_panel.admission(result)}
+    binding = admission_panel.binding_row(result)
     # requested: ceil(total × utilization), recomputed by the core's own helper on the same inputs
     requested = ledger.requested_bytes(binding["total_bytes"], result["engine"]["gpu_memory_utilization"])
     assert shown["requested_bytes"] == gib(requested)

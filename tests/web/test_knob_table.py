@@ -20,7 +20,7 @@ from app.schemas import validate_plan
 from app.services import plan_query
 from app.services.plan_query import KNOBS, Knob
 from app.web import querystring
-from app.web.plan import present
+from app.web.plan.form import FORM_KEYS
 
 from .support import TestClient
 
@@ -98,7 +98,7 @@ def test_every_knob_reaches_the_form_the_query_and_the_errors(client: TestClient
     html = client.get("/plan").text
     for knob in KNOBS:
         assert f'"{knob.key}"' in form, f"{knob.key}: no line in {FORM}"
-        assert knob.key in querystring.KEYS and knob.key in present.FORM_KEYS
+        assert knob.key in querystring.KEYS and knob.key in FORM_KEYS
         assert querystring.field_key(knob.path) == knob.key
         if knob.whatif:
             assert querystring.field_key(f"whatif.{knob.whatif}") == knob.key

@@ -4,7 +4,7 @@
 fixed ones and vLLM's for the plan, `plan_inputs.engine_defaults`), drops values equal to them (so the
 canonical URL stays short although a range input always submits a value), builds and runs the
 plan, and returns the canonical query and URL. Presentation of the
-result (KPIs, admission rows, the rank table, form values) lives in `present.py`.
+result (KPIs, admission rows, the rank table, form values) lives in `present.py` and its parts.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from app.settings import Settings
 from app.web import querystring
 from app.web.isolation import Isolation
 from app.web.plan import examples
-from app.web.plan.present import gpu_options
+from app.web.plan.form import gpu_options
 from app.web.plan.views import plan_view
 
 LOG_ROW_KEYS = (

@@ -1,0 +1,161 @@
+"""The plan form's context: each knob's value, placeholder and options (from the result when
+there is one, else the query, the base document and the defaults, so an invalid input still
+shows its form with the error beside the field)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+from app.core.gpus import PRESETS
+from app.core.kvspec import KV_CACHE_DTYPES
+from app.core.lora import allowed_ranks
+from app.core.speculative import METHODS as SPEC_METHODS
+from app.core.versions import parse_version, rules_for
+from app.services import model_input, plan_query
+from app.web import querystring
+from app.web.plan import views
+
+#: The form's fields: one per knob of the knob table.
+FORM_KEYS = tuple(knob.key for knob in plan_query.KNOBS)
+#: The form's GPU-memory fields, shown only when no measured base document gives the memory.
+MEMORY_KEYS = frozenset({"gpu", "gpu_free", "ranks"})
+
+
+def error_slot_keys(show_memory: bool) -> tuple[str, ...]:
+    """The `#err-KEY` slots the plan form renders: a fragment swaps out-of-band only into these
+    (htmx logs a console error for an out-of-band target the page lacks)."""
+    return FORM_KEYS if show_memory else tuple(k for k in FORM_KEYS if k not in MEMORY_KEYS)
+BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
+
+
+def size_text(value: object) -> str:
+    """Bytes as the short form-field text: "80GiB", "512MiB" or a byte count."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return ""
+    for unit, size in (("GiB", 1024**3), ("MiB", 1024**2)):
+        if value and value % size == 0:
+            return f"{value // size}{unit}"
+    return str(value)
+
+
+@functools.lru_cache(maxsize=1)
+def catalogue_options() -> tuple[tuple[str, str], ...]:
+    """(slug, name) of every catalogue model (the catalogue is data shipped with the app)."""
+    return tuple((m["slug"], m["name"]) for m in model_input.catalogue_search("", limit=500))
+
+
+def model_options(current: str, with_base: bool) -> list[tuple[str, str]]:
+    """(slug, label) for the model select; a blank first entry when a base document sets the model."""
+    options = list(catalogue_options())
+    if current and all(slug != current for slug, _ in options):
+        options.insert(0, (current, current))
+    return ([("", "— the base document's model —")] if with_base else []) + options
+
+
+def form_context(query: Mapping[str, str], result: Mapping[str, Any] | None, has_base: bool) -> dict[str, Any]:
+    """The form's values, options and placeholders (from the result when there is one)."""
+    form = {key: query.get(key, "") for key in FORM_KEYS}
+    form["base"], form["from"] = query.get("base", ""), query.get(querystring.FROM_KEY, "")
+    placeholders: dict[str, str] = {}
+    tp_options = [1, 2, 4, 8]
+    if result is not None:
+        engine, layout, policy = result["engine"], result["layout"], result["policy"]
+        source = str(result["model"].get("source") or "")
+        form["model"] = query.get("model") or (source.split(":", 1)[1] if source.startswith("catalogue:") else "")
+        form.update(
+            tp=str(layout["tp"]), pp=str(layout["pp"]), dp=str(layout["dp"]),
+            util=str(engine["gpu_memory_utilization"]), mnbt=str(engine["max_num_batched_tokens"]),
+            kv_dtype=engine["kv_cache_dtype"], block_size=str(engine["block_size"]),
+            quant=str(engine.get("quantization") or ""),
+            growth=str(policy["growth_reserve"]),
+        )
+        if not form["gpu"] and not has_base:
+            form["gpu"] = plan_query.DEFAULT_GPU_NAME
+        lora = engine.get("lora") or {}
+        form["loras"] = form["loras"] or str(lora.get("max_loras") or "")
+        form["lora_rank"] = form["lora_rank"] or str(lora.get("max_lora_rank") or "")
+        spec = engine.get("speculative") or {}
+        form["spec"] = form["spec"] or str(spec.get("method") or "")
+        form["spec_tokens"] = form["spec_tokens"] or str(spec.get("num_speculative_tokens") or "")
+        placeholders = {
+            "ranks": str(layout["ranks"]), "vllm": str(result["vllm_version"]),
+            "max_model_len": str(engine["max_model_len"]), "max_num_seqs": str(engine["max_num_seqs"]),
+            "reserve": size_text(policy["operating_reserve_bytes"]), "live": "not set",
+        }
+        tp_options = list(result.get("allowed_tp") or tp_options)
+    current_tp = int(form["tp"]) if form["tp"].isdigit() else 1
+    if current_tp not in tp_options:
+        tp_options = sorted({*tp_options, current_tp})
+    return {
+        "form": form,
+        "knobs": plan_query.BY_KEY,
+        "placeholders": placeholders,
+        "options": {
+            "models": model_options(form["model"], has_base),
+            "tp": [(str(tp), str(tp)) for tp in tp_options],
+            "kv_dtypes": [(d, d) for d in KV_CACHE_DTYPES],
+            "block_sizes": [(str(b), str(b)) for b in BLOCK_SIZES],
+            "quant": quant_options(result, query),
+            "lora_ranks": lora_rank_options(result),
+            "spec_methods": [("", "off"), *((m, m) for m in SPEC_METHODS)],
+            "spec_models": [("", "— none (mtp, ngram) —"), *catalogue_options()],
+            "ep": [("", "off"), ("true", "on (--enable-expert-parallel)")],
+            "offload_backend": [("", "native"), ("lmcache", "lmcache")],
+            "prefix": [("", "vLLM's default"), ("true", "on"), ("false", "off (--no-enable-prefix-caching)")],
+        },
+        "show_memory": not has_base,
+        "gpu_presets": gpu_options(),
+        "reset_url": querystring.page_url("/plan", {k: v for k, v in query.items() if k in ("base", "model")}),
+    }
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_options() -> tuple[tuple[str, str], ...]:
+    """(name, label) of every GPU preset for the GPU field's list: the total vLLM budgets against."""
+    return tuple((p.name, f"{p.total_bytes / 1024**3:.2f} GiB usable (torch's total)") for p in PRESETS)
+
+
+def lora_rank_options(result: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """The max-LoRA-rank select: the ranks the plan's vLLM version accepts (app.core.lora)."""
+    version = parse_version(str(result["vllm_version"])) if result is not None else rules_for(None).version
+    return [("", "16 (vLLM's default)"), *((str(r), str(r)) for r in allowed_ranks(version))]
+
+
+def quant_options(result: Mapping[str, Any] | None, query: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The weights select: as the checkpoint holds them, or online fp8 for an unquantized one."""
+    fp8 = ("fp8", "fp8 (--quantization fp8)")
+    if result is None:
+        return [("", "as the checkpoint"), fp8]
+    model, engine = result["model"], result["engine"]
+    if model.get("layers") is None:  # no shape (bytes per token only): weights cannot be resized
+        return [("", "as measured")]
+    checkpoint = model.get("checkpoint_quantization")
+    if checkpoint:
+        return [("", f"as the checkpoint ({checkpoint})")]
+    if engine.get("quantization") and "quant" not in query:
+        return [("", "fp8 (--quantization fp8, as in the run)")]  # the base document's own setting
+    return [("", f"as the checkpoint ({model.get('dtype') or 'model dtype'})"), fp8]
+
+
+def error_form_values(query: Mapping[str, str], base_doc: Mapping[str, Any] | None) -> dict[str, str]:
+    """The form of a plan that cannot be computed: the query's values, else the base document's
+    own (what was imported or saved), else each knob's default and vLLM's for the plan where they
+    can be told: never a slider's midpoint standing for a value nobody set."""
+    values = {knob.key: knob.default for knob in plan_query.KNOBS if knob.default is not None}
+    if base_doc is not None:
+        values.update(views.vllm_defaults(query, base_doc))
+        values.update({k: v for k, v in plan_query.query_from_plan(base_doc, None).items() if k in FORM_KEYS})
+    return {**values, **{k: v for k, v in query.items() if v != ""}}
+
+
+def gpu_field_text(doc: Mapping[str, Any]) -> str:
+    """The GPU field's text for a document: its preset's name, else its total as a short size."""
+    gpu = doc.get("gpu")
+    if not isinstance(gpu, Mapping):
+        return ""
+    if isinstance(gpu.get("name"), str):
+        return str(gpu["name"])
+    total = gpu.get("total")
+    return total if isinstance(total, str) else size_text(total)
