@@ -31,7 +31,7 @@ LogReader = Callable[[str], str]
 def build_plan(doc: PlanDocument, read_log: LogReader | None = None) -> PlanInput:
     """Resolve a validated document into the core's plan input (defaults filled in)."""
     plan, from_log = build_base_plan(doc, read_log)
-    return _apply_whatif(_merged(from_log, doc.whatif), plan)
+    return apply_whatif(_merged(from_log, doc.whatif), plan)
 
 
 def build_base_plan(doc: PlanDocument, read_log: LogReader | None = None) -> tuple[PlanInput, WhatIfDoc | None]:
@@ -59,13 +59,31 @@ def _merged(logged: WhatIfDoc | None, own: WhatIfDoc | None) -> WhatIfDoc | None
 def _base_plan(doc: PlanDocument) -> PlanInput:
     model = quantized(resolve_model(doc), doc.engine.quantization)
     version = doc.vllm_version or CURRENT_VLLM
-    gpu_total = _gpu_total(doc)
+    engine = _engine(doc, model, version)
+    layout = Layout(
+        tp=doc.layout.tp, pp=doc.layout.pp, dp=doc.layout.dp, dcp=doc.layout.dcp,
+        expert_parallel=doc.layout.expert_parallel, interconnect=_interconnect(doc),
+    )  # fmt: skip
+    check_block_size(engine.block_size, version, attention=model.shape is None or model.shape.attention_layers > 0)
+    dp_layout = make_dp_layout(layout, model, version)
+    if doc.ranks:
+        ranks = ranks_from_doc(doc.ranks)
+        ranks, estimated = fill_missing_rows(ranks, model, layout, engine, version)
+    else:
+        ranks = estimated_ranks(doc, model, layout, engine, version, dp_layout)
+        estimated = True
+    notes = (*_document_notes(doc), *layout_notes(dp_layout), *_architecture_notes(doc, version))
+    return PlanInput(model, layout, engine, _policy(doc), ranks, version, _gpu_total(doc), estimated, notes, node(doc))
+
+
+def _engine(doc: PlanDocument, model: ModelInput, version: str) -> Engine:
+    """The engine settings the plan runs with: the document's, else vLLM's defaults (`engine_settings`)."""
     engine_doc = doc.engine
     max_model_len = engine_doc.max_model_len or (model.shape.max_position_embeddings if model.shape else None)
     if max_model_len is None:
         raise InputError("engine.max_model_len", "required: the model does not state max_position_embeddings")
     util, mnbt, seqs, _ = engine_settings(doc, max_model_len)
-    engine = Engine(
+    return Engine(
         gpu_memory_utilization=util,
         kv_cache_dtype=engine_doc.kv_cache_dtype,
         block_size=engine_doc.block_size,
@@ -85,32 +103,30 @@ def _base_plan(doc: PlanDocument) -> PlanInput:
         async_scheduling=engine_doc.async_scheduling,
         max_model_len_assumed=engine_doc.max_model_len is None,
     )
-    layout = Layout(
-        tp=doc.layout.tp, pp=doc.layout.pp, dp=doc.layout.dp, dcp=doc.layout.dcp,
-        expert_parallel=doc.layout.expert_parallel, interconnect=_interconnect(doc),
-    )  # fmt: skip
-    check_block_size(engine.block_size, version, attention=model.shape is None or model.shape.attention_layers > 0)
-    dp_layout = make_dp_layout(layout, model, version)
-    policy = Policy(
+
+
+def _policy(doc: PlanDocument) -> Policy:
+    return Policy(
         growth_reserve=doc.policy.growth_reserve,
         operating_reserve_bytes=doc.policy.operating_reserve,
         avg_live_tokens=doc.policy.avg_live_tokens,
         free_spread_threshold_bytes=doc.policy.free_spread_threshold,
         activation_points=tuple((int(x), int(y)) for x, y in doc.policy.activation_points),
     )
-    if doc.ranks:
-        ranks = ranks_from_doc(doc.ranks)
-        ranks, estimated = fill_missing_rows(ranks, model, layout, engine, version)
-    else:
-        ranks = estimated_ranks(doc, model, layout, engine, version, dp_layout)
-        estimated = True
+
+
+def _document_notes(doc: PlanDocument) -> tuple[str, ...]:
+    """The document's own notes, its serve command's and what was assumed where it is silent."""
     notes: tuple[str, ...] = tuple(doc.notes)
     if doc.serve is not None or doc.vllm_config is not None:
         notes += tuple(serve_notes(doc.model_dump(include={"serve", "vllm_config"}, exclude_none=True)))
-    notes = (*notes, *_assumption_notes(doc), *layout_notes(dp_layout))
-    if doc.model is not None and doc.model.config is not None:
-        notes = (*notes, *architecture_notes(doc.model.config, version))
-    return PlanInput(model, layout, engine, policy, ranks, version, gpu_total, estimated, notes, node(doc))
+    return (*notes, *_assumption_notes(doc))
+
+
+def _architecture_notes(doc: PlanDocument, version: str) -> tuple[str, ...]:
+    if doc.model is None or doc.model.config is None:
+        return ()
+    return tuple(architecture_notes(doc.model.config, version))
 
 
 def _lora(doc: PlanDocument, model: ModelInput, version: str) -> LoraSpec | None:
@@ -220,7 +236,8 @@ def _quantization_notes(plan: PlanInput) -> PlanInput:
     return replace(plan, notes=(*plan.notes, note))
 
 
-def _apply_whatif(whatif: WhatIfDoc | None, plan: PlanInput) -> PlanInput:
+def apply_whatif(whatif: WhatIfDoc | None, plan: PlanInput) -> PlanInput:
+    """The what-if's knobs as the core's transforms on a built plan, then the quantization note."""
     if whatif is None:
         return _quantization_notes(plan)
     if whatif.tp is not None:
@@ -288,4 +305,4 @@ def plan_input(doc: object, read_log: LogReader | None = None, prepared: Prepare
     made = prepared.cache.get_or_make(("plan", prepared.key), make, _weight)
     assert isinstance(made, tuple)
     base, logged = made
-    return _apply_whatif(_merged(logged, whatif), base)
+    return apply_whatif(_merged(logged, whatif), base)

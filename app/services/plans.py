@@ -23,6 +23,7 @@ from app.core.start_levers import start_levers
 from app.core.whatif import Lever, levers
 from app.schemas import validate_plan
 from app.services.plan_inputs import LogReader, Prepared, build_plan, plan_input
+from app.services.plan_terms import PlanTerms
 
 JSON = dict[str, Any]
 
@@ -65,10 +66,15 @@ def run_plan(
     with_levers: bool = True,
     check: bool = False,
     prepared: Prepared | None = None,
+    terms: PlanTerms | None = None,
 ) -> JSON:
     """Validate, resolve and compute a plan document; the JSON result (with ``checks`` when asked).
-    With `prepared`, the document's part before the what-if is reused (`plan_input`)."""
-    plan = plan_input(doc, read_log, prepared)
+    With `prepared`, the document's part before the what-if is reused (`plan_input`); with
+    `terms`, the parts a slider tick does not change (`plan_terms`). The result is the same."""
+    if terms is not None and prepared is None and read_log is None:
+        plan = terms.plan_input(doc)
+    else:
+        plan = plan_input(doc, read_log, prepared)
     try:
         result = compute(plan)
     except InputError as exc:

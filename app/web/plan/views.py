@@ -20,6 +20,7 @@ from app.core.errors import InputError
 from app.services import plan_inputs, plan_query, plans
 from app.services.base_documents import BaseStore
 from app.services.layout_choice import LayoutChoice, smallest_starting_layout
+from app.services.plan_terms import PlanTerms
 from app.services.prepared import PureCache
 from app.web import querystring
 
@@ -119,6 +120,8 @@ class PlanCache:
         self._lock = threading.Lock()
         #: Validated base documents and their built plans, so a tick only applies the what-if.
         self.prepared: PureCache[plan_inputs.Preparation] = PureCache()
+        #: A plan without a base: the terms of its input a slider tick does not change.
+        self.terms = PlanTerms()
 
     def get(self, key: CacheKey) -> PlanView | None:
         with self._lock:
@@ -158,7 +161,8 @@ def plan_view(
     choice = opening_layout(query) if base_doc is None else None
     note = _open_at(doc, query, choice) if choice is not None else None
     with_levers = _rank_count(doc) <= INLINE_LEVERS_MAX_RANKS if levers is None else levers
-    result = plans.run_plan(doc, with_levers=with_levers, prepared=_prepared(prepared, query, base_doc))
+    terms = cache.terms if cache is not None and base_doc is None else None
+    result = plans.run_plan(doc, with_levers=with_levers, prepared=_prepared(prepared, query, base_doc), terms=terms)
     canonical = canonical_query(query, doc, base_doc, defaults)
     if choice is not None:  # the opening layout stays implicit; a given TP/PP stays given
         for name in ("tp", "pp"):
