@@ -2,16 +2,19 @@
 
 Pure: takes the text, returns data; never opens files, never raises on a `str`.
 
-Theory of operation (one pass, cheap prefilters first):
+Theory of operation (one pass, cheap prefilters first, each distinct line read once):
 1. If the text looks hard-wrapped at a fixed width (many long lines of exactly the same
    length), continuation lines are joined back to their record first (line numbers are kept).
-2. Every keyword literal of `_KEYWORDS` is located with `str.find` (C speed); the lines that
-   hold one are the only lines looked at. Everything else — progress bars, request logs,
-   tracebacks — is skipped without running a regex.
-3. Each candidate line loses ANSI colour codes, is cut at `\\r` (progress bars redraw with it,
-   CRLF ends lines) and each piece goes through the extractors registered for its keywords
-   (`vllm_log_lines`, `vllm_log_config`). A message cut by a hard wrap is retried joined with the
-   following lines that do not start a new record.
+2. The text is split into lines (C speed). A line text seen before replays what it did the first
+   time (concatenated or repeated logs, and TP ranks, print the same lines verbatim); a new line
+   is tested against one compiled alternation of every extractor's needles, and a line holding
+   none (progress bars, request logs, tracebacks) is skipped without running any other regex.
+3. A candidate line loses ANSI colour codes, is cut at `\\r` (progress bars redraw with it,
+   CRLF ends lines) and each piece goes through the extractors whose needles it holds
+   (`vllm_log_lines`, `vllm_log_config`). What the line tells the run builder (facts grouped by
+   match, the process prefix and log time before each match, the header style) is kept per
+   line text; the one context-dependent step, retrying a message cut by a hard wrap joined with
+   the following lines that start no new record, runs wherever the line occurs.
 4. Each match is attributed to the process prefix in front of it (`vllm_log_prefix`) and folded
    into runs by `vllm_log_runs.RunBuilder` (new engine start → new run, start-up error ends one).
 Line numbers are 1-based and count `\\n` only (a `\\r` inside a line does not start a new one).
@@ -23,6 +26,7 @@ import gc
 import re
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 from app.ingest import vllm_log_config as cfg
 from app.ingest import vllm_log_lines as ln
@@ -52,32 +56,6 @@ _EXTRACTORS: tuple[tuple[Extractor, tuple[str, ...]], ...] = (
     (cfg.errors, ("max seq len", "No available memory for the cache", "init engine (")),
     (ln.v0_profile_table, ("Memory profiling results:", *ln.TABLE_NEEDLES)),
 )
-# Few, short keywords located with str.find over the whole text (each costs one C-speed scan);
-# each names the extractors whose needles contain it.
-_KEYWORDS: tuple[tuple[str, tuple[int, ...]], ...] = (
-    ("emory", (1, 3, 6, 7, 12, 13)),
-    ("instance can use", (13,)),
-    ("weights take", (13,)),
-    ("duration ", (13,)),
-    ("target_allocation ", (13,)),
-    ("max_inference_spike ", (13,)),
-    ("kv_cache_size ", (13,)),
-    ("took", (0, 6, 12)),
-    ("blocks", (2,)),
-    ("KV cache size", (4,)),
-    ("oncurrency for", (5,)),
-    ("CUDA graph", (6,)),
-    ("with config: ", (8,)),
-    ("server version", (9,)),
-    ("non-default args", (10,)),
-    ("model len", (11,)),
-    ("seq len", (12,)),
-    ("Auto-fit", (11,)),
-    ("block size to", (11,)),
-    ("max_num_batched_tokens=", (11,)),
-    ("init engine (", (12,)),
-)
-
 LOOKED_FOR = (
     "'Loading model weights took' / 'Model loading took', 'Memory profiling results', "
     "'Memory profiling takes' and the V0 three-line block, '# GPU/CUDA/cuda blocks', "
@@ -91,12 +69,12 @@ LOOKED_FOR = (
 # colours the process prefix (vllm/utils/system_utils.py `_add_prefix`, v0.10.2+).
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _CARET_ANSI = re.compile(r"\^\[\[[0-9;?]*[A-Za-z]")
-_REPEATED = re.compile(r"\[repeated (\d{1,9})x across cluster\]")
+_REPEATED_RE = re.compile(r"\[repeated (\d{1,9})x across cluster\]")
 _RECORD_START = re.compile(
     r"\s*(?:(?:\x1b|\^\[)\[[0-9;]*m)*"
     r"(?:\([^)]{0,100}pid=|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) |\d{4}-\d\d-\d\d[T ]|\[|$)"
 )
-_HEADER = re.compile(r"\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? (\[)?[\w./\-]{1,120}:\d{1,6}\]")
+_HEADER_RE = re.compile(r"\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? (\[)?[\w./\-]{1,120}:\d{1,6}\]")
 _MAX_JOIN_LINES = 12
 _STAMP = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
 
@@ -145,43 +123,86 @@ def _unwrap(text: str, width: int) -> tuple[str, list[int], int]:
     return "\n".join(out), origin, joined
 
 
-def _candidates(text: str) -> dict[int, set[int]]:
-    found: dict[int, set[int]] = {}
-    for keyword, extractors in _KEYWORDS:
-        pos = text.find(keyword)
-        while pos >= 0:
-            start = text.rfind("\n", 0, pos) + 1
-            found.setdefault(start, set()).update(extractors)
-            end = text.find("\n", pos)
-            if end < 0:
-                break
-            pos = text.find(keyword, end)
-    return found
+# Every needle of every extractor, as one compiled alternation: a line holding none of them states
+# no fact (tests/ingest/test_vllm_log_prefilter.py checks it against every extractor on every line).
+_ANY_NEEDLE = re.compile("|".join(sorted({re.escape(n) for _, needles in _EXTRACTORS for n in needles})))
+_CACHE_LINES = 200_000  # distinct candidate lines remembered per parse (bounded memory)
+
+# The operations a candidate line performs on the run builder, in text order, computed once per
+# distinct line text (concatenated or repeated logs and TP ranks print the same lines verbatim):
+# (_GROUP, facts, identity, stamp) | (_HEADER, with_bracket) | (_REPEATED, (n, ...), emitted) |
+# (_JOIN, piece, extractor index): the one context-dependent step, a message cut by a hard wrap.
+_GROUP, _HEADER, _REPEATED, _JOIN = 0, 1, 2, 3
+Op = tuple[Any, ...]
+
+
+def _group_ops(seg: str, facts: list[Fact]) -> list[Op]:
+    """Facts of one extractor call, grouped by match position, with who printed them and when."""
+    ops: list[Op] = []
+    group: list[Fact] = []
+    for f in facts:
+        if group and f.pos != group[0].pos:
+            ops.append((_GROUP, group, identity_before(seg, group[0].pos), _stamp(seg, group[0].pos)))
+            group = []
+        group.append(f)
+    if group:
+        ops.append((_GROUP, group, identity_before(seg, group[0].pos), _stamp(seg, group[0].pos)))
+    h = _HEADER_RE.search(seg, max(0, facts[0].pos - 300), facts[0].pos + 1)
+    if h is not None:
+        ops.append((_HEADER, bool(h[1])))
+    return ops
+
+
+def line_ops(raw: str) -> tuple[Op, ...]:
+    """What one physical line (without its `\\n`) tells the run builder, before any hard-wrap join."""
+    if "\x1b" in raw:
+        raw = _ANSI.sub("", raw)
+    if "^[[" in raw:
+        raw = _CARET_ANSI.sub("", raw)
+    if _ANY_NEEDLE.search(raw) is None:  # after the colours: a code may sit inside a message
+        return ()
+    segs = raw.split("\r") if "\r" in raw else [raw]
+    last = len(segs) - 1
+    ops: list[Op] = []
+    for k, seg in enumerate(segs):
+        if not seg:
+            continue
+        emitted = False
+        for index, (extractor, needles) in enumerate(_EXTRACTORS):
+            if not any(n in seg for n in needles):
+                continue
+            facts = extractor(seg)
+            if facts:
+                ops.extend(_group_ops(seg, facts))
+                emitted = True
+            elif k == last:
+                ops.append((_JOIN, seg, index))
+        if "across cluster]" in seg:  # Ray collapsed the same memory line of other workers
+            counts = tuple(int(m[1]) for m in _REPEATED_RE.finditer(seg))
+            if counts:
+                ops.append((_REPEATED, counts, emitted))
+    return tuple(ops)
 
 
 class _Scanner:
     def __init__(self, text: str, origin: list[int] | None) -> None:
-        self.text = text
+        self.lines = text.split("\n")
         self.origin = origin
         self.builder = RunBuilder()
         self.errors: list[Finding] = []
 
-    def _next_lines(self, end: int) -> list[str]:
+    def _next_lines(self, index: int) -> list[str]:
+        """The continuation lines after line `index` (0-based): those that start no new record."""
         out: list[str] = []
-        pos = end + 1
-        text = self.text
-        while pos < len(text) and len(out) < _MAX_JOIN_LINES:
-            nxt = text.find("\n", pos)
-            nxt = len(text) if nxt < 0 else nxt
-            line = text[pos:nxt].rstrip("\r")
+        for raw in self.lines[index + 1 : index + 1 + _MAX_JOIN_LINES]:
+            line = raw.rstrip("\r")
             if _RECORD_START.match(line):
                 break
             out.append(line)
-            pos = nxt + 1
         return out
 
-    def _joined(self, seg: str, extractor: Extractor, end: int) -> list[Fact]:
-        following = self._next_lines(end)
+    def _joined(self, seg: str, extractor: Extractor, index: int) -> list[Fact]:
+        following = self._next_lines(index)
         if not following:
             return []
         tight, loose = seg, seg
@@ -194,64 +215,43 @@ class _Scanner:
                 return best or extractor(tight) or extractor(loose)
         return []
 
-    def _emit(self, seg: str, facts: list[Fact], line: int) -> None:
-        group: list[Fact] = []
-        for f in facts:
-            if group and f.pos != group[0].pos:
-                self.builder.add_group(group, identity_before(seg, group[0].pos), line, _stamp(seg, group[0].pos))
-                group = []
-            group.append(f)
-        if group:
-            self.builder.add_group(group, identity_before(seg, group[0].pos), line, _stamp(seg, group[0].pos))
-        if not self.builder.header_seen():
-            h = _HEADER.search(seg, max(0, facts[0].pos - 300), facts[0].pos + 1)
-            if h is not None:
-                if h[1]:
-                    self.builder.add_clue("'[file.py:N]' log header (c0e3ecd6d)", "0.8.0", "", line)
-                else:
-                    self.builder.add_clue("'file.py:N]' log header without '[' (before c0e3ecd6d)", "", "0.8.0", line)
-
-    def line(self, start: int, end: int, lineno: int, extractors: set[int]) -> None:
-        raw = self.text[start:end]
-        if "\x1b" in raw:
-            raw = _ANSI.sub("", raw)
-        if "^[[" in raw:
-            raw = _CARET_ANSI.sub("", raw)
-        segs = raw.split("\r") if "\r" in raw else [raw]
-        line = self.origin[lineno - 1] if self.origin is not None else lineno
-        last = len(segs) - 1
-        for k, seg in enumerate(segs):
-            if not seg:
-                continue
-            emitted = False
-            for index in sorted(extractors):
-                extractor, needles = _EXTRACTORS[index]
-                if not any(n in seg for n in needles):
-                    continue
-                facts = extractor(seg)
-                if not facts and k == last:
-                    facts = self._joined(seg, extractor, end)
+    def _apply(self, ops: tuple[Op, ...] | list[Op], index: int, line: int) -> None:
+        builder = self.builder
+        joined = False
+        for op in ops:
+            kind = op[0]
+            if kind == _GROUP:
+                builder.add_group(op[1], op[2], line, op[3])
+            elif kind == _HEADER:
+                if not builder.header_seen():
+                    if op[1]:
+                        builder.add_clue("'[file.py:N]' log header (c0e3ecd6d)", "0.8.0", "", line)
+                    else:
+                        builder.add_clue("'file.py:N]' log header without '[' (before c0e3ecd6d)", "", "0.8.0", line)
+            elif kind == _JOIN:
+                facts = self._joined(op[1], _EXTRACTORS[op[2]][0], index)
                 if facts:
-                    self._emit(seg, facts, line)
-                    emitted = True
-            if emitted and "across cluster]" in seg:  # Ray collapsed the same memory line of other workers
-                for m in _REPEATED.finditer(seg):
-                    self.builder.note_repeated(int(m[1]))
+                    self._apply(_group_ops(op[1], facts), index, line)
+                    joined = True
+            elif op[2] or joined:
+                for times in op[1]:
+                    builder.note_repeated(times)
 
     def run(self) -> None:
-        text = self.text
-        lineno, prev = 1, 0
-        for start, extractors in sorted(_candidates(text).items()):
-            lineno += text.count("\n", prev, start)
-            prev = start
-            end = text.find("\n", start)
-            end = len(text) if end < 0 else end
+        cache: dict[str, tuple[Op, ...]] = {}
+        origin = self.origin
+        for index, raw in enumerate(self.lines):
+            ops = cache.get(raw)
             try:
-                self.line(start, end, lineno, extractors)
+                if ops is None:
+                    ops = line_ops(raw)
+                    if len(cache) < _CACHE_LINES:
+                        cache[raw] = ops
+                if ops:
+                    self._apply(ops, index, origin[index] if origin is not None else index + 1)
             except Exception as exc:  # a parser bug must not lose the rest of the log
-                self.errors.append(
-                    Finding("parser_error", f"line could not be parsed ({type(exc).__name__}: {exc})", lineno, "error")
-                )
+                message = f"line could not be parsed ({type(exc).__name__}: {exc})"
+                self.errors.append(Finding("parser_error", message, index + 1, "error"))
 
 
 def parse_vllm_log(text: str) -> LogParse:
