@@ -53,6 +53,11 @@ def canonical(doc: Mapping[str, object]) -> bytes:
     return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
+def _encoded(doc: Mapping[str, object]) -> tuple[bytes, str]:
+    data = canonical(doc)
+    return data, hashlib.sha256(data).hexdigest()[:16]
+
+
 def document_id(doc: Mapping[str, object]) -> str:
     """The content address of a plan document."""
     return hashlib.sha256(canonical(doc)).hexdigest()[:16]
@@ -134,9 +139,12 @@ class DurableBaseStore:
         out: list[str | None] = []
         items: list[tuple[str, Mapping[str, object], int]] = []
         total, seen = 0, set()
+        known: dict[int, tuple[bytes, str]] = {}  # one object given again (runs sharing a plan): one encoding
         for doc in docs:
-            data = canonical(doc)
-            base_id = hashlib.sha256(data).hexdigest()[:16]
+            pair = known.get(id(doc))
+            if pair is None:
+                pair = known[id(doc)] = _encoded(doc)
+            data, base_id = pair
             if base_id not in seen and total + len(data) > self.limits.client_bytes:
                 out.append(None)
                 continue

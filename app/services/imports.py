@@ -15,24 +15,11 @@ JSON = dict[str, Any]
 
 def import_log(text: str, model_config: Mapping[str, object] | None = None) -> JSON:
     """The parsed log (issue-3 JSON) plus, per run, residuals against the model when it is known."""
-    from app.services.evidence import bytes_per_token_from_run, catalogue_config_for, parse_log_text, residuals
+    from app.services.evidence import parse_log_text
+    from app.services.imported_runs import add_residuals
 
     parsed = parse_log_text(text)
-    for run in parsed.get("runs", []):
-        settings = run.get("settings") or {}
-        config = model_config
-        if config is None:
-            found = catalogue_config_for(settings.get("model"))
-            config = found[1] if found else None
-            run["catalogue_model"] = found[0] if found else None
-        try:
-            res = residuals(run, config)
-        except InputError as exc:
-            res = {"ranks": [], "engine": None, "findings": []}
-            run.setdefault("findings", []).append({"code": "model_mismatch", "message": str(exc), "line": None})
-        run["residuals"] = res
-        run["implied_kv_bytes_per_token"] = bytes_per_token_from_run(run)
-        run.setdefault("findings", []).extend(res["findings"])
+    add_residuals(parsed.get("runs", []), model_config)
     return parsed
 
 
@@ -43,15 +30,19 @@ def read_log(
     """The parsed log (`import_log`) and, per run, its plan document or why there is none
     (``layout``: the TP/PP given with the import, for a log that does not state them; ``model``:
     the model section chosen for every run, catalogue or config, ``model_config`` its config).
-    Pure and picklable in and out: the web runs it in a child process (`web/isolation.py`)."""
+    Pure and picklable in and out: the web runs it in a child process (`web/isolation.py`).
+    Runs that state the same thing on other lines share one document (`per_distinct_run`)."""
+    from app.services.imported_runs import per_distinct_run
+
     parsed = import_log(text, model_config)
-    docs: list[tuple[JSON | None, str | None]] = []
-    for index in range(len(parsed.get("runs") or [])):
+
+    def plan_of(index: int) -> tuple[JSON | None, str | None]:
         try:
-            docs.append((plan_from_log_run(parsed, index, model_config, layout, model), None))
+            return plan_from_log_run(parsed, index, model_config, layout, model), None
         except InputError as exc:
-            docs.append((None, exc.message))
-    return parsed, docs
+            return None, exc.message
+
+    return parsed, per_distinct_run(parsed.get("runs") or [], plan_of)
 
 
 def plan_from_log_run(
