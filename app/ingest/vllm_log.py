@@ -22,7 +22,6 @@ Line numbers are 1-based and count `\\n` only (a `\\r` inside a line does not st
 
 from __future__ import annotations
 
-import gc
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -31,7 +30,7 @@ from typing import Any
 from app.ingest import vllm_log_config as cfg
 from app.ingest import vllm_log_lines as ln
 from app.ingest.vllm_log_lines import Fact
-from app.ingest.vllm_log_model import Finding, LogParse, log_parse_to_json
+from app.ingest.vllm_log_model import Finding, LogParse, gc_paused, log_parse_to_json
 from app.ingest.vllm_log_prefix import identity_before
 from app.ingest.vllm_log_runs import RunBuilder
 
@@ -258,15 +257,8 @@ def parse_vllm_log(text: str) -> LogParse:
     """Parse the text of one or more vLLM startup logs. Never raises on a str."""
     if not isinstance(text, str):
         return LogParse((), (Finding("not_text", "the input is not text", None, "error"),))
-    # The parse allocates one small object per fact and keeps them: with the cyclic GC on,
-    # repeated full collections make a big log quadratic. Nothing here creates cycles.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():  # one small object per fact, all kept: no collection can free any
         return _parse(text)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
 
 
 def _parse(text: str) -> LogParse:

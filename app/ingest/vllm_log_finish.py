@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -22,6 +23,7 @@ _MIN_FIELDS = ("kv_tokens", "max_concurrency", "num_gpu_blocks")
 _VERSION_NUM = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?")
 
 
+@functools.lru_cache(maxsize=1024)  # a few distinct clue bounds, read for every run
 def version_tuple(text: str) -> tuple[int, int, int] | None:
     m = _VERSION_NUM.match(text)
     if m is None:

@@ -105,25 +105,32 @@ class RunBuilder:
 
     def add_group(self, facts: list[Fact], ident: Identity, line: int, stamp: Stamp | None = None) -> None:
         """Facts of one message match, printed by `ident` on `line` (log header time `stamp`, if any)."""
-        if stamp is not None and _went_back(self._cur.stamps.get(ident.label), stamp):
-            self._new_run(line)
-        if stamp is not None:
-            self._cur.stamps[ident.label] = stamp
         cur = self._cur
-        same = cur.closed_code is not None and any(f.scope == "error" and f.field == cur.closed_code for f in facts)
+        if stamp is not None:
+            if _went_back(cur.stamps.get(ident.label), stamp):
+                self._new_run(line)
+                cur = self._cur
+            cur.stamps[ident.label] = stamp
+        code = cur.closed_code
+        same = code is not None and any(f.scope == "error" and f.field == code for f in facts)
         if same and _restarted(cur.closed_by, ident):
             self._new_run(line)
             cur, same = self._cur, False
+        apply = self._apply
         if same:
             # the start-up error of this run again: re-raised by another process of the same traceback
             # (dropped), or raised by another rank with its own numbers (kept, in the same run)
             seen = {(x.code, x.message) for x in cur.findings}
             if any(f.scope == "error" and (f.field, str(f.value)) in seen for f in facts):
                 return
-        for f in facts:
-            if not same and self._splits(f, ident):
-                self._new_run(line)
-            self._apply(f, ident, line)
+            for f in facts:
+                apply(f, ident, line)
+        else:
+            splits = self._splits
+            for f in facts:
+                if splits(f, ident):
+                    self._new_run(line)
+                apply(f, ident, line)
         clue = prefix_clue(ident)
         if clue is not None and clue[0] not in self._cur.clues:
             self._cur.clues[clue[0]] = (clue[1], clue[2], line)
@@ -180,13 +187,14 @@ class RunBuilder:
 
     def _apply(self, f: Fact, ident: Identity, line: int) -> None:
         cur = self._cur
-        cur.last_line = max(cur.last_line, line)
+        if line > cur.last_line:
+            cur.last_line = line
         scope = f.scope
         if scope == "rank":
             if ident.kind == API:
                 return  # the API server re-raises a worker's error; it measures no GPU itself
             acc = self._rank(ident, line)
-            self._put(acc.ident.label, acc.fields, acc.also, _stated(f, line), f.field)
+            self._put(acc.ident.label, acc.fields, acc.also, Stated(f.value, line, f.printed, f.tol), f.field)
             cur.has_memory = True
         elif scope == "engine":
             cur.engine.setdefault(f.field, []).append(_stated(f, line))

@@ -4,7 +4,8 @@ whole, with one deliberate change: it reads EVERY line and runs every extractor 
 line holds (`_candidates` below), where the old code ran only the extractors its hand-written
 keyword table located. That table dropped needles ('Graph capturing finished' without 'took' on
 the same physical line, extra/hard-wrapped-words100.log); the fast path keys its prefilter on
-the needles themselves. Slow by design: no keyword prefilter, no per-line cache.
+the needles themselves. Slow by design: no keyword prefilter, no per-line cache; runs are
+folded by the RunBuilder of that commit too (reference_vllm_log_runs.py).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from app.ingest import vllm_log_lines as ln
 from app.ingest.vllm_log_lines import Fact
 from app.ingest.vllm_log_model import Finding, LogParse
 from app.ingest.vllm_log_prefix import identity_before
-from app.ingest.vllm_log_runs import RunBuilder
+
+from .reference_vllm_log_runs import RunBuilder
 
 Extractor = Callable[[str], list[Fact]]
 
