@@ -47,9 +47,9 @@ from app.core.errors import InputError
 T = TypeVar("T")
 
 #: Imported once by the forkserver, inherited by every child. The forkserver skips a name that does
-#: not import without a word: "app.planning" (renamed app.services.plans by the floor plan) left every
+#: not import without a word: "app.planning" (its read_log now in app.services.imports) left every
 #: import child importing the planner itself, 0.6 s of CPU per import (tests/web/test_isolation_preload.py).
-PRELOAD = ["app.services.plans", "app.ingest.vllm_log", "app.ingest.catalogue"]
+PRELOAD = ["app.services.imports", "app.ingest.vllm_log", "app.ingest.catalogue"]
 POLL_S = 0.1
 #: The child yields the cores to slider requests: it runs at the lowest priority (its limit is in
 #: CPU seconds, so waiting for a core does not count against it).

@@ -1,12 +1,12 @@
 """The import child's forkserver preloads modules that exist, among them the one whose function
-the import runs (`plans.read_log`): multiprocessing skips a preload name that fails to import
+the import runs (`imports.read_log`): multiprocessing skips a preload name that fails to import
 silently, and the child then imports the planner on every import (0.6 s of CPU each)."""
 
 from __future__ import annotations
 
 import importlib
 
-from app.services import plans
+from app.services import imports
 from app.web.isolation import PRELOAD
 
 
@@ -16,4 +16,4 @@ def test_every_preloaded_module_imports() -> None:
 
 
 def test_the_import_function_is_preloaded() -> None:
-    assert plans.read_log.__module__ in PRELOAD
+    assert imports.read_log.__module__ in PRELOAD
