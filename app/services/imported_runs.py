@@ -176,19 +176,27 @@ def run_key(run: Mapping[str, Any]) -> bytes | None:
         return None
 
 
-def per_distinct_run(runs: Sequence[Mapping[str, Any]], work: Callable[[int], T]) -> list[T]:
-    """`work(i)` for every run index, computed once per distinct `run_key` and shared (the same
-    object) by the runs that have that key. Only for work that reads no line number of the run."""
-    done: dict[bytes, T] = {}
-    out: list[T] = []
+def distinct_runs(runs: Sequence[Mapping[str, Any]]) -> list[int]:
+    """Per run, the index of the first run with its `run_key` (its own index when it is the first,
+    or when it has no key)."""
+    first: dict[bytes, int] = {}
+    out: list[int] = []
     for index, run in enumerate(runs):
         key = run_key(run)
-        if key is None:
-            out.append(work(index))
-            continue
-        if key not in done:
-            done[key] = work(index)
-        out.append(done[key])
+        out.append(index if key is None else first.setdefault(key, index))
+    return out
+
+
+def per_distinct_run(
+    runs: Sequence[Mapping[str, Any]], work: Callable[[int], T], firsts: Sequence[int] | None = None
+) -> list[T]:
+    """`work(i)` for every run index, computed once per distinct `run_key` and shared (the same
+    object) by the runs that have that key. Only for work that reads no line number of the run.
+    `firsts`: `distinct_runs(runs)` when already known (the grouping `add_residuals` used: runs it
+    found the same got the same residuals, so they are still the same after)."""
+    out: list[T] = []
+    for index, first in enumerate(distinct_runs(runs) if firsts is None else firsts):
+        out.append(work(index) if first == index else out[first])
     return out
 
 
@@ -215,10 +223,14 @@ def _run_residuals(run: Mapping[str, Any], model_config: Mapping[str, object] | 
     return {"set": extra, "findings": [*findings, *res["findings"]]}
 
 
-def add_residuals(runs: list[JSON], model_config: Mapping[str, object] | None) -> None:
+def add_residuals(runs: list[JSON], model_config: Mapping[str, object] | None) -> list[int]:
     """Per run of a parsed log, in place: `catalogue_model` (without a given model), `residuals`,
     `implied_kv_bytes_per_token` and their findings (`services.plans.import_log`); once per
-    distinct run, the result shared by the runs that state the same."""
-    for run, extra in zip(runs, per_distinct_run(runs, lambda i: _run_residuals(runs[i], model_config)), strict=True):
+    distinct run, the result shared by the runs that state the same. Returns that grouping
+    (`distinct_runs`)."""
+    firsts = distinct_runs(runs)
+    extras = per_distinct_run(runs, lambda i: _run_residuals(runs[i], model_config), firsts)
+    for run, extra in zip(runs, extras, strict=True):
         run.update(extra["set"])
         run.setdefault("findings", []).extend(extra["findings"])
+    return firsts

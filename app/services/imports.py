@@ -32,9 +32,11 @@ def read_log(
     the model section chosen for every run, catalogue or config, ``model_config`` its config).
     Pure and picklable in and out: the web runs it in a child process (`web/isolation.py`).
     Runs that state the same thing on other lines share one document (`per_distinct_run`)."""
-    from app.services.imported_runs import per_distinct_run
+    from app.services.evidence import parse_log_text
+    from app.services.imported_runs import add_residuals, per_distinct_run
 
-    parsed = import_log(text, model_config)
+    parsed = parse_log_text(text)  # = import_log(text, model_config), keeping the runs' grouping
+    firsts = add_residuals(parsed.get("runs", []), model_config)
 
     def plan_of(index: int) -> tuple[JSON | None, str | None]:
         try:
@@ -42,7 +44,7 @@ def read_log(
         except InputError as exc:
             return None, exc.message
 
-    return parsed, per_distinct_run(parsed.get("runs") or [], plan_of)
+    return parsed, per_distinct_run(parsed.get("runs") or [], plan_of, firsts)
 
 
 def plan_from_log_run(
