@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from estimate_cases import CASES, CONFIG_VARIANTS, LOGS, SKIPS, Case, real_logs
+from estimate_cases import CASES, CONFIG_VARIANTS, LOGS, SKIPS, Case, P, real_logs
 
 from app.core.calibration import DEFAULT, Calibration, Observation, fit
 from app.core.cudagraphs import graph_terms
@@ -170,16 +170,44 @@ def observations(case: Case) -> list[Observation]:
             engine = "whole" if whole else "v1" if ctx.uses_v1 else "v0"
             out.append(Observation("nccl_nvlink", m.non_torch, case.log, engine))
     if m.cuda_graphs is not None and not case.enforce_eager:
-        layers = max(pp_layer_split(shape.num_layers, case.pp))
-        sharded, unsharded = forward_per_token(shape, case.tp, case.expert_parallel)
-        terms = graph_terms(ctx.rules.version, ctx.uses_v1, "auto", False, ctx.max_num_seqs,
-                            ctx.max_num_batched_tokens, layers, sharded + unsharded, DEFAULT)  # fmt: skip
-        n = terms.piecewise + terms.full
-        if n > 1:
-            out.append(Observation("graph_per_layer", max(0, m.cuda_graphs - terms.first_bytes) // ((n - 1) * layers),
-                                   case.log))  # fmt: skip
+        graph = graph_observation(shape, ctx, case.tp, case.pp, case.expert_parallel, m.cuda_graphs, case.log)
+        out += [graph] if graph else []
     return out
 
+
+def graph_observation(
+    shape: ModelShape, ctx: EstimateContext, tp: int, pp: int, ep: bool, logged: int, source: str
+) -> Observation | None:
+    """Driver memory per CUDA graph implied by a logged pool ("Graph capturing finished …, took X",
+    before v0.21): (X − the largest capture's tensors) / the CUDA graphs vLLM captured."""
+    if ctx.rules.version >= (0, 21, 0):
+        return None  # vLLM's own estimate, not a measured pool
+    layers = max(pp_layer_split(shape.num_layers, pp))
+    sharded, unsharded = forward_per_token(shape, tp, ep, ctx.uses_v1)
+    terms = graph_terms(ctx.rules.version, ctx.uses_v1, "auto", False, ctx.max_num_seqs,
+                        ctx.max_num_batched_tokens, layers, sharded + unsharded, DEFAULT)  # fmt: skip
+    if terms.cuda_graphs == 0:
+        return None
+    return Observation("graph", max(0, logged - terms.pool_bytes) // terms.cuda_graphs, source)
+
+
+def _skipped_graph_observations() -> list[Observation]:
+    """Graph pools logged by runs whose KV cannot be scored but whose graph count is known."""
+    out = []
+    for slug, version, tp, logged, log in GRAPH_ONLY:
+        shape, _ = _shape(slug)
+        rules = rules_for(version)
+        mnbt, seqs, _ = scheduler_defaults(rules.version, True, None, None, 65536, None)
+        ctx = EstimateContext(tp, 1, mnbt, seqs, False, rules, v1=True)
+        obs = graph_observation(shape, ctx, tp, 1, False, round(logged * GIB), log)
+        out += [obs] if obs else []
+    return out
+
+
+# public/40 (V1 on v0.7.3/v0.7.4.dev, a Llama-3.1-8B INT8 checkpoint, TP1, GPU not stated): its KV is
+# not scorable, but V1 before v0.10 captures the fixed 67 sizes whatever the card, and W8A8 keeps
+# Llama-3.1-8B's 32 layers: 67 × 33 piecewise CUDA graphs, 2.02 GiB.
+GRAPH_ONLY = (("llama-3.1-8b", "0.7.3", 1, 2.02, P + "40-v073-llama31-8b-int8-v1-tp1-graph-capture.log"),)
 
 EXTRA_OBSERVATIONS = (
     # File 07 (V0 v0.8.x, several RTX 3090 workers over PCIe, model not stated): non-torch 0.20 GiB.
@@ -188,7 +216,7 @@ EXTRA_OBSERVATIONS = (
 
 
 def all_observations() -> list[Observation]:
-    return [o for case in CASES for o in observations(case)] + list(EXTRA_OBSERVATIONS)
+    return [o for case in CASES for o in observations(case)] + list(EXTRA_OBSERVATIONS) + _skipped_graph_observations()
 
 
 def calibration_without(log: str | None) -> Calibration:
@@ -230,6 +258,73 @@ def summary(rows: list[JSON], min_card_gib: float = 24.0) -> JSON:
         "failures": len(failures), "failures_predicted": sum(1 for r in failures if not r["predicted_start"]),
         "logs": len(real_logs()), "skipped": len(SKIPS),
     }  # fmt: skip
+
+
+# Every other log line that states graph memory, and why it cannot be predicted (model not known).
+GRAPH_UNSCORED = (
+    ("21-v021plus-6x3090-tp4-cg-profiling.log", "vLLM estimate 0.17 GiB (TP4, RTX 3090)", "model not stated"),
+    ("22-v0271-tp2-cg-profiling.log", "vLLM estimate 0.36 GiB, PIECEWISE=16 (largest=16)",
+     "model not stated (0.36 GiB / 16 sizes = 23 MiB a size: about 34 layers at the fitted per-graph cost)"),
+    (P + "31-v018dev-hybrid-mamba-tp1-cg-estimate-optin-advice.log", "vLLM estimate 0.26 GiB", "model not stated"),
+    (P + "32-v018dev-nvfp4-marlin-tp2-cg-estimate-optin-util-advice.log", "vLLM estimate 4.30 / 4.38 GiB",
+     "model not stated"),
+    (P + "33-v021-mimo-v25-sm12x-dp2-tp4-ep-util-advice.log", "util 0.96 ≡ 0.9555 without the estimate",
+     "model not in the catalogue, card not identified"),
+    (P + "34-v027dev-qwen35-xpu-mtp-combined-kv-line-graph-capture.log", "captured 4.24 GiB", "Intel XPU"),
+    (P + "13-v021plus-qwen38-2t-nvfp4-gb300-dp4-tp2-ep-cg-fail.log", "vLLM estimate 118.65 GiB",
+     "model not in the catalogue (vLLM issue #53013 calls the estimate too pessimistic)"),
+)
+
+
+def _graph_row(shape: ModelShape, ctx: EstimateContext, cal: Calibration) -> int:
+    layers = max(pp_layer_split(shape.num_layers, ctx.pp))
+    sharded, unsharded = forward_per_token(shape, ctx.tp, ctx.expert_parallel, ctx.uses_v1)
+    return graph_terms(ctx.rules.version, ctx.uses_v1, ctx.cudagraph_mode, ctx.enforce_eager, ctx.max_num_seqs,
+                       ctx.max_num_batched_tokens, layers, sharded + unsharded, cal).total  # fmt: skip
+
+
+def graph_lines() -> list[JSON]:
+    """Every log line that states graph memory: logged, leave-one-out and in-sample predictions."""
+    out: list[JSON] = []
+    for case in CASES:
+        m = measured(case)
+        if m.cuda_graphs is None:
+            continue
+        shape, _ = _shape(case.model)
+        loo, ins = (_graph_row(shape, context(case, cal)[0], cal) for cal in
+                    (calibration_without(case.log), calibration_without(None)))  # fmt: skip
+        out.append({"log": case.log, "states": "captured pool", "logged_gib": m.cuda_graphs / GIB,
+                    "loo_gib": loo / GIB, "in_gib": ins / GIB, "note": f"{case.model}, TP{case.tp}, v{case.version}"})
+    for slug, version, tp, logged, log in GRAPH_ONLY:
+        shape, _ = _shape(slug)
+        rules = rules_for(version)
+        mnbt, seqs, _ = scheduler_defaults(rules.version, True, None, None, 65536, None)
+        ctx = EstimateContext(tp, 1, mnbt, seqs, False, rules, v1=True)
+        out.append({"log": log, "states": "captured pool", "logged_gib": logged,
+                    "loo_gib": _graph_row(shape, ctx, calibration_without(log)) / GIB,
+                    "in_gib": _graph_row(shape, ctx, calibration_without(None)) / GIB,
+                    "note": f"{slug} (INT8 checkpoint), TP{tp}, v{version}; KV not scorable"})  # fmt: skip
+    # File 23 (v0.24.0): the model is not named; its KV per token fits a 28-layer, 4-KV-head model such
+    # as Qwen2.5-7B, and its KV + weights a card below 70 GiB (256 sequences). Not fitted on.
+    shape, _ = _shape("qwen2.5-7b-instruct")
+    ctx = EstimateContext(1, 1, 2048, 256, False, rules_for("0.24.0"))
+    out.append({"log": "23-v0240-tp1-cg-pool-actual-vs-estimated.log", "states": "vLLM estimate (actual 0.65)",
+                "logged_gib": 0.63, "loo_gib": None, "in_gib": _graph_row(shape, ctx, calibration_without(None)) / GIB,
+                "note": "if Qwen2.5-7B on a card < 70 GiB (an inference, not stated); not fitted on"})  # fmt: skip
+    for log, states, why in GRAPH_UNSCORED:
+        out.append({"log": log, "states": states, "logged_gib": None, "loo_gib": None, "in_gib": None, "note": why})
+    return out
+
+
+def _graph_table() -> None:
+    print("| log | states | logged GiB | LOO GiB | LOO err | in-sample GiB | note |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for r in graph_lines():
+        logged, loo, ins = r["logged_gib"], r["loo_gib"], r["in_gib"]
+        err = f"{float(loo) / float(logged) - 1:+.1%}" if loo is not None and logged else "—"  # type: ignore[arg-type]
+        cells = [r["log"], r["states"], *("—" if x is None else f"{float(x):.2f}" for x in (logged, loo)), err,  # type: ignore[arg-type]
+                 "—" if ins is None else f"{float(ins):.2f}", r["note"]]  # type: ignore[arg-type]  # fmt: skip
+        print("| " + " | ".join(str(c) for c in cells) + " |")
 
 
 def _gib(value: object) -> str:
@@ -281,6 +376,8 @@ def main() -> None:
               f"Start-up failures predicted: {s['failures_predicted']}/{s['failures']}.\n")  # fmt: skip
     print("### rows against the logs that state them (LOO constants, measured weights)\n")
     _row_table(evaluate("measured"))
+    print("\n### CUDA-graph memory: every log line that states it\n")
+    _graph_table()
     print(f"\n{len(real_logs())} real logs in the repository; {len(CASES)} runs scored; not scorable:")
     for skip in SKIPS:
         print(f"- {skip.log}: {skip.reason}")

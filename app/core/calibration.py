@@ -24,9 +24,11 @@ driver and libraries take outside torch's allocator:
   observations* (not over the in-sample value, so leave-one-out leaks nothing). On PCIe the excess
   was nil on every log (file 14: 0.015 GiB at TP8; public/39 and file 07 below their base), so
   PCIe multi-rank rows are pooled into the base observations and `nccl_pcie` stays 0.
-- `graph_bytes_per_layer`: driver memory of one captured CUDA graph per decoder layer on the rank
-  (kernel nodes and their parameters), beyond the activations of the largest graph. Fitted as the
-  median over logs that state a graph pool.
+- `graph_bytes`: driver memory of one instantiated CUDA graph (its kernel nodes and parameters),
+  beyond the pool the graphs share (app.core.cudagraphs counts the graphs from vLLM's code:
+  `layers + 1` per piecewise size, one per FULL size). Fitted as the median, over the logs that
+  state a captured pool for a known model ("Graph capturing finished …, took X"), of
+  `(X − pool) / graphs`.
 
 `DEFAULT` holds the in-sample fit over every real log in tests/data/vllm-logs (re-computed by
 `bench/bench_estimates_loo.py`; a test asserts it still equals the fit); the leave-one-out
@@ -49,7 +51,7 @@ class Calibration:
     non_torch_whole: int
     nccl_nvlink: int
     nccl_pcie: int
-    graph_bytes_per_layer: int
+    graph_bytes: int
 
 
 # In-sample fit over the repository's logs (bench/bench_estimates_loo.py prints it; a test checks
@@ -60,7 +62,7 @@ DEFAULT = Calibration(
     non_torch_whole=375809638,
     nccl_nvlink=2448131359,
     nccl_pcie=0,
-    graph_bytes_per_layer=587614,
+    graph_bytes=689869,
 )
 
 
@@ -68,7 +70,7 @@ DEFAULT = Calibration(
 class Observation:
     """One measured row that a constant is fitted on (bytes, plus what it depends on)."""
 
-    # "non_torch_base_v0" | "non_torch_base_v1" | "non_torch_whole" | "nccl_nvlink" | "nccl_pcie" | "graph_per_layer"
+    # "non_torch_base_v0" | "non_torch_base_v1" | "non_torch_whole" | "nccl_nvlink" | "nccl_pcie" | "graph"
     kind: str
     value: int
     source: str
@@ -96,5 +98,5 @@ def fit(observations: Iterable[Observation], fallback: Calibration = DEFAULT) ->
         non_torch_whole=whole,
         nccl_nvlink=_median(nvlink, fallback.nccl_nvlink),
         nccl_pcie=_median(by.get("nccl_pcie", []), fallback.nccl_pcie),
-        graph_bytes_per_layer=_median(by.get("graph_per_layer", []), fallback.graph_bytes_per_layer),
+        graph_bytes=_median(by.get("graph", []), fallback.graph_bytes),
     )

@@ -1,4 +1,5 @@
-"""The "cuda_graphs" row: which batch sizes vLLM captures per version, and what the graphs cost.
+"""The "cuda_graphs" row: which batch sizes vLLM captures per version, how many CUDA graphs that
+makes, and what the graph pool costs.
 
 Capture sizes (the default candidate list, filtered by the limits):
 - V0 (`VllmConfig._set_cudagraph_sizes`, vllm/config.py, `not envs.VLLM_USE_V1` branch):
@@ -13,14 +14,37 @@ Capture sizes (the default candidate list, filtered by the limits):
   FULL_AND_PIECEWISE: piecewise graphs for every size plus FULL decode graphs for the sizes
   ≤ max_num_seqs (uniform decode batches; file 18 logs 35 full + 67 piecewise).
 
-Cost: `profile_cudagraph_memory` (gpu_model_runner.py @28be48fa) estimates a mode as
-`first + per_graph × (n − 1)`; FULL and PIECEWISE share one pool, so the total is the largest
-`first` plus every other graph's `per_graph`. Here `first` is the activations of the largest
-captured batch (the graph pool keeps them: the dummy forward's per-token peak × size) and
-`per_graph` the driver memory of one graph's kernel nodes, `Calibration.graph_bytes_per_layer`
-per decoder layer on the rank (fitted, see calibration). Zero with enforce_eager or mode NONE.
-Where the row sits: outside the KV budget before v0.21 (captured after KV sizing), inside from
-v0.21 (the estimate is subtracted; `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1`, PR #38284).
+How many CUDA graphs one capture size makes (what the driver memory scales with):
+- PIECEWISE: `split_graph` (vllm/compilation/backends.py @28be48fa; since PR #9715, `ff5ed6e1b`)
+  cuts the model's FX graph at every splitting op — one per decoder layer
+  (`CompilationConfig._attention_ops`: unified attention, MLA, the Mamba/GDN/linear-attention
+  mixers; vllm/config/compilation.py @15b8fef45 and @28be48fa) — and `wrap_with_cudagraph_if_needed`
+  wraps each of the `layers + 1` pieces between them in its own `CUDAGraphWrapper`: `layers + 1`
+  CUDA graphs per size.
+- FULL (V1 FULL/FULL_DECODE_ONLY/the FULL half of FULL_AND_PIECEWISE, and V0's
+  `CUDAGraphRunner`): one CUDA graph of the whole forward per size.
+
+Cost. All graphs of a rank capture into one memory pool, largest size first, so the pool's
+tensors are those of the largest capture (its intermediates are freed back into the pool and
+reused by every smaller capture): `pool = largest size × the dummy forward's per-token peak`. On
+top, each instantiated CUDA graph holds driver memory of its own (kernel nodes, parameters), not
+shared: `Calibration.graph_bytes` per CUDA graph (fitted, see calibration). The logged pools put
+it at 0.55–0.91 MiB a graph (`GRAPH_BYTES_RANGE_MIB`); counting a FULL graph as one graph (file
+18, 67 piecewise + 35 FULL sizes: 0.59 MiB a graph) rather than one per layer (which put file 18
+at +64 %) is the reading of the code above, checked on that one log.
+- Before v0.21 the row is what `capture_model` measured ("Graph capturing finished …, took X",
+  `free_before − free_after`): `pool + graphs × graph_bytes`, allocated after KV sizing, out of the
+  `1 − gpu_memory_utilization` headroom.
+- From v0.21 (`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1` by default, PR #38284, `96a85c575`;
+  opt-in since PR #30515, `ebb9cc5f2`) the KV budget subtracts vLLM's own estimate,
+  `profile_cudagraph_memory` (vllm/v1/worker/gpu_model_runner.py @28be48fa): per mode it captures
+  the two largest sizes, `first = delta(largest)`, `per_graph = max(delta(second), 1 MiB)`,
+  `estimate = first + per_graph × (n − 1)`; FULL and PIECEWISE share the pool, so
+  `total = max(first over modes) + Σ per_graph × (n − 1)`. Here `delta(largest)` is the pool plus
+  that size's graphs, `delta(second)` that size's graphs alone (its tensors reuse the pool). The
+  open vLLM PR #51590 reports that the two-sample extrapolation can under-count the real capture;
+  the row here counts every size's graphs at the fitted cost (the conservative side).
+Zero with enforce_eager or cudagraph_mode NONE.
 """
 
 from __future__ import annotations
@@ -64,33 +88,61 @@ def resolved_mode(version: Version, v1: bool, mode: CudagraphMode, enforce_eager
     return "FULL_AND_PIECEWISE" if version >= (0, 11, 0) else "PIECEWISE"
 
 
+MIB = 1024**2
+# Driver memory per CUDA graph that the logged pools imply (bench/bench_estimates_loo.py
+# `graph_observation`: files 14, 15, 18 and public/40); a test keeps it equal to the observations.
+GRAPH_BYTES_RANGE_MIB = (0.55, 0.91)
+
+
 @dataclass(frozen=True)
 class GraphTerms:
     mode: CudagraphMode
-    piecewise: int
-    full: int
-    first_bytes: int
-    per_graph_bytes: int
+    piecewise: int  # piecewise capture sizes
+    full: int  # FULL capture sizes
+    pieces: int  # CUDA graphs per piecewise size (layers on the rank + 1)
+    cuda_graphs: int  # CUDA graphs the row pays driver memory for
+    pool_bytes: int  # the largest capture's tensors
+    per_graph_bytes: int  # driver memory of one CUDA graph (Calibration.graph_bytes)
     total: int
     note: str
+
+
+def _vllm_estimate(pool: dict[str, int], per_size: dict[str, int], counts: dict[str, int]) -> int:
+    """`profile_cudagraph_memory`'s total: max(first) + Σ per_graph × (n − 1), per_graph ≥ 1 MiB."""
+    per = {m: max(per_size[m], MIB) for m in counts if counts[m]}
+    firsts = [pool[m] + per_size[m] for m in per]
+    return max(firsts, default=0) + sum(per[m] * (counts[m] - 1) for m in per)
 
 
 def graph_terms(
     version: Version, v1: bool, mode: CudagraphMode, enforce_eager: bool, max_num_seqs: int,
     max_num_batched_tokens: int, layers_on_rank: int, forward_bytes_per_token: int, cal: Calibration,
 ) -> GraphTerms:  # fmt: skip
-    """The CUDA-graph pool on one rank."""
+    """The CUDA-graph row on one rank (see the module docstring)."""
     mode = resolved_mode(version, v1, mode, enforce_eager)
     if mode == "NONE":
         why = "enforce_eager" if enforce_eager else "cudagraph_mode NONE"
-        return GraphTerms("NONE", 0, 0, 0, 0, 0, f"no CUDA graphs ({why})")
+        return GraphTerms("NONE", 0, 0, 0, 0, 0, 0, 0, f"no CUDA graphs ({why})")
     sizes = capture_sizes(version, v1, max_num_seqs, max_num_batched_tokens)
     decode = tuple(s for s in sizes if s <= max_num_seqs)
     piecewise = len(sizes) if mode in ("PIECEWISE", "FULL_AND_PIECEWISE") else 0
-    full = {"FULL": len(sizes), "FULL_DECODE_ONLY": len(decode), "FULL_AND_PIECEWISE": len(decode)}.get(mode, 0)
-    n = piecewise + full
-    first = max(sizes, default=0) * forward_bytes_per_token
-    per_graph = cal.graph_bytes_per_layer * layers_on_rank
-    total = first + per_graph * max(0, n - 1) if n else 0
-    note = f"{mode}: {piecewise} piecewise + {full} full graphs (largest {max(sizes, default=0)})"
-    return GraphTerms(mode, piecewise, full, first, per_graph, total, note)
+    full_sizes = {"FULL": sizes, "FULL_DECODE_ONLY": decode, "FULL_AND_PIECEWISE": decode}.get(mode, ())
+    full = len(full_sizes)
+    pieces = layers_on_rank + 1 if v1 else 1
+    graphs = piecewise * pieces + full
+    c = cal.graph_bytes
+    pool = {"PIECEWISE": max(sizes, default=0) * forward_bytes_per_token if piecewise else 0,
+            "FULL": max(full_sizes, default=0) * forward_bytes_per_token}  # fmt: skip
+    largest = max(pool.values())
+    counts = {"PIECEWISE": piecewise, "FULL": full}
+    if version >= (0, 21, 0):
+        total = _vllm_estimate(pool, {"PIECEWISE": pieces * c, "FULL": c}, counts)
+        how = "vLLM's estimate (profile_cudagraph_memory), inside the KV budget"
+    else:
+        total = largest + graphs * c
+        how = "captured after KV sizing, outside the budget"
+    lo, hi = GRAPH_BYTES_RANGE_MIB
+    note = (f"{mode}: {piecewise} piecewise sizes × {pieces} graphs + {full} full = {graphs:,} CUDA graphs × "
+            f"{c / MIB:.2f} MiB (fitted; the logs imply {lo}–{hi}) + the largest size's ({max(sizes, default=0)}) "
+            f"tensors {largest / MIB:,.0f} MiB; {how}")  # fmt: skip
+    return GraphTerms(mode, piecewise, full, pieces, graphs, largest, c, total, note)
