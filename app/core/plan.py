@@ -103,6 +103,7 @@ class PlanInput:
     estimated_ranks: bool = False
     notes: tuple[str, ...] = ()
     node: Node | None = None  # one host's memory and GPUs: the CPU KV tier's pinned buffers live there
+    gpu_name: str | None = None  # the card the plan names (picks the MXFP4 weight layout; plan_estimate_context)
 
 
 @dataclass(frozen=True)
@@ -159,10 +160,11 @@ def check_rank_count(layout: Layout, count: int, partial: bool = False) -> None:
 
 def estimate_context(
     layout: Layout, engine: Engine, vllm_version: str, tp: int | None = None, vision: VisionGeometry | None = None,
-    gpu_name: str | None = None,
+    *, gpu_name: str | None,
 ) -> EstimateContext:  # fmt: skip
     """What the row estimates depend on besides the model (optionally at another TP degree); the card's
-    name, where known, picks the MXFP4 weight layout vLLM uses on it (estimates.mxfp4_backend_for)."""
+    name, where known, picks the MXFP4 weight layout vLLM uses on it (estimates.mxfp4_backend_for). The
+    name is a required argument (None when the plan names no card) so that no path drops it."""
     return EstimateContext(
         tp or layout.tp,
         layout.pp,
@@ -176,6 +178,13 @@ def estimate_context(
         vision=vision,
         max_model_len=engine.max_model_len,
         mxfp4_backend=mxfp4_backend_for(compute_capability(gpu_name)),
+    )
+
+
+def plan_estimate_context(plan: PlanInput, layout: Layout | None = None, tp: int | None = None) -> EstimateContext:
+    """`estimate_context` for a plan (its card's name included), optionally at another layout or TP."""
+    return estimate_context(
+        layout or plan.layout, plan.engine, plan.vllm_version, tp, vision=plan.model.vision, gpu_name=plan.gpu_name
     )
 
 

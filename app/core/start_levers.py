@@ -24,7 +24,7 @@ from functools import partial
 from app.core.errors import InputError
 from app.core.estimates import estimate_ranks
 from app.core.gpus import PRESETS
-from app.core.plan import PlanInput, PlanResult, compute, estimate_context
+from app.core.plan import PlanInput, PlanResult, compute, plan_estimate_context
 from app.core.units import fmt_bytes
 from app.core.whatif import Lever, set_engine, set_quantization, set_tp
 
@@ -60,7 +60,7 @@ def _reestimated(
     if shape is None or first.total is None:
         raise InputError("layout", "re-estimating rows needs the model's shape and the GPU total")
     layout = replace(plan.layout, tp=tp or plan.layout.tp, pp=pp or plan.layout.pp)
-    ctx = estimate_context(layout, plan.engine, plan.vllm_version, vision=plan.model.vision)
+    ctx = plan_estimate_context(plan, layout)
     free = first.free_at_start.bytes if first.free_at_start is not None and total is None else None
     # One engine: the replicas of an estimate are identical, so one gives every replica's result.
     ranks = estimate_ranks(shape, ctx, total or first.total.bytes, free)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from app.core.errors import InputError
 from app.core.estimates import activation_bytes, activation_slope, non_torch_bytes, weights_per_stage
 from app.core.ledger import Cell, RankInput, Source, requested_bytes
-from app.core.plan import PlanInput, Warning, compute, estimate_context
+from app.core.plan import PlanInput, Warning, compute, plan_estimate_context
 from app.core.shape import online_fp8_shape
 from app.core.versions import rules_for
 
@@ -161,7 +161,7 @@ def _activation_delta(plan: PlanInput, tp: int, tokens: int) -> int:
     shape = plan.model.shape
     if shape is None or len({p[0] for p in plan.policy.activation_points}) >= 2:
         return round(activation_per_token(plan, tp) * (tokens - old_tokens))
-    old_ctx = estimate_context(plan.layout, plan.engine, plan.vllm_version, vision=plan.model.vision)
+    old_ctx = plan_estimate_context(plan)
     new_ctx = replace(old_ctx, tp=tp, max_num_batched_tokens=tokens)
     return activation_bytes(shape, new_ctx) - activation_bytes(shape, old_ctx)
 
@@ -219,7 +219,7 @@ def _reshard_rank(plan: PlanInput, new_plan: PlanInput, rank: RankInput, index: 
     label = f"PP{index // tp}_TP{index % tp}" if plan.layout.pp > 1 else f"TP{index}"
     act = rank.activation
     if act is not None and plan.model.shape is not None:
-        old_ctx = estimate_context(plan.layout, plan.engine, plan.vllm_version, tp=old, vision=plan.model.vision)
+        old_ctx = plan_estimate_context(plan, tp=old)
         shape = plan.model.shape
         shift = activation_bytes(shape, replace(old_ctx, tp=tp)) - activation_bytes(shape, old_ctx)
         act = Cell(max(0, act.bytes + shift), "estimated", f"activation re-split TP{old}→TP{tp} ({shift:+,} B)")
@@ -228,7 +228,7 @@ def _reshard_rank(plan: PlanInput, new_plan: PlanInput, rank: RankInput, index: 
         shape = plan.model.shape
 
         def nt(t: int) -> int:
-            return non_torch_bytes(shape, estimate_context(plan.layout, plan.engine, plan.vllm_version, tp=t))
+            return non_torch_bytes(shape, plan_estimate_context(plan, tp=t))
 
         non_torch = Cell(max(0, non_torch.bytes + nt(tp) - nt(old)), "estimated", "communicator buffers re-estimated")
     resharded = replace(

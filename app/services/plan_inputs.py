@@ -68,12 +68,13 @@ def _base_plan(doc: PlanDocument) -> PlanInput:
     dp_layout = make_dp_layout(layout, model, version)
     if doc.ranks:
         ranks = ranks_from_doc(doc.ranks)
-        ranks, estimated = fill_missing_rows(ranks, model, layout, engine, version)
+        ranks, estimated = fill_missing_rows(ranks, model, layout, engine, version, doc.gpu.name if doc.gpu else None)
     else:
         ranks = estimated_ranks(doc, model, layout, engine, version, dp_layout)
         estimated = True
     notes = (*_document_notes(doc), *layout_notes(dp_layout), *_architecture_notes(doc, version))
-    return PlanInput(model, layout, engine, _policy(doc), ranks, version, _gpu_total(doc), estimated, notes, node(doc))
+    return PlanInput(model, layout, engine, _policy(doc), ranks, version, _gpu_total(doc), estimated, notes, node(doc),
+                     gpu_name=doc.gpu.name if doc.gpu else None)  # fmt: skip
 
 
 def _engine(doc: PlanDocument, model: ModelInput, version: str) -> Engine:

@@ -46,7 +46,7 @@ def ranks_from_doc(ranks: list[RankDoc]) -> tuple[RankInput, ...]:
 
 
 def fill_missing_rows(
-    ranks: tuple[RankInput, ...], model: ModelInput, layout: Layout, engine: Engine, version: str
+    ranks: tuple[RankInput, ...], model: ModelInput, layout: Layout, engine: Engine, version: str, gpu_name: str | None
 ) -> tuple[tuple[RankInput, ...], bool]:
     """Estimate the rows a measured rank leaves out (e.g. nvidia-smi gives only total and free).
 
@@ -55,7 +55,7 @@ def fill_missing_rows(
     """
     if model.shape is None:
         return ranks, False
-    ctx = estimate_context(layout, engine, version, vision=model.vision)
+    ctx = estimate_context(layout, engine, version, vision=model.vision, gpu_name=gpu_name)
     out, filled = [], False
     template: tuple[RankInput, ...] = ()
     for i, rank in enumerate(ranks):

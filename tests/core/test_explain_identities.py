@@ -91,7 +91,7 @@ def _plan(slug: str, tp: int, util: float, growth: float, live: int | None, vers
     shape = shape_from_config(get_model(slug).config_dict())
     engine = Engine(util, "auto", 16, mml, 2048, 256)
     layout = Layout(tp=tp)
-    ctx = estimate_context(layout, engine, version)
+    ctx = estimate_context(layout, engine, version, gpu_name=None)
     ranks = estimate_ranks(shape, ctx, 80 * GIB, None)
     return PlanInput(ModelInput(shape=shape, name=slug), layout, engine, Policy(growth, 0, live), ranks, version)
 

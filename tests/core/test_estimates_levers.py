@@ -1,0 +1,45 @@
+"""The card's name reaches every path that re-estimates rows (issue 10): the start levers and the
+what-ifs build their estimate contexts from the plan, so gpt-oss on an A100 keeps the Marlin MXFP4
+layout vLLM loads below compute capability 9.0 (estimates.mxfp4_backend_for)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from app.core.estimates import estimate_ranks
+from app.core.plan import plan_estimate_context
+from app.services import plans
+
+DOC = {"model": {"catalogue": "gpt-oss-120b"}, "gpu": {"name": "A100 80GB"}, "layout": {"tp": 1},
+       "engine": {"max_model_len": 131072}, "vllm_version": "0.10.2"}  # fmt: skip
+
+
+def test_plan_carries_the_card_name_into_its_estimate_context() -> None:
+    plan = plans.plan_input(DOC)
+    assert plan.gpu_name == "A100 80GB"
+    ctx = plan_estimate_context(plan)
+    assert ctx.mxfp4_backend == "marlin"
+    assert plan_estimate_context(replace(plan, gpu_name="H100 80GB")).mxfp4_backend == "triton"
+    # the rows the plan was built with are the Marlin layout's
+    total = plan.ranks[0].total
+    assert total is not None
+    marlin = estimate_ranks(plan.model.shape, ctx, total.bytes, None)  # type: ignore[arg-type]
+    triton = estimate_ranks(plan.model.shape, replace(ctx, mxfp4_backend="triton"), total.bytes, None)  # type: ignore[arg-type]
+    assert plan.ranks[0].weights == marlin[0].weights != triton[0].weights
+
+
+def test_start_lever_promises_what_the_changed_plan_gives() -> None:
+    """Walk the page's path: the plan does not start at TP1; its TP lever's tokens are the tokens of
+    the plan with that TP (before the fix the lever re-estimated with the Triton layout: 994,736
+    promised where the TP2 plan gives 948,944)."""
+    out = plans.run_plan(DOC, with_levers=False)
+    assert out["will_start"] is False
+    for lever in out["start_levers"]:
+        if lever["knob"] not in ("tensor_parallel_size", "pipeline_parallel_size"):
+            continue
+        (path, value), = lever["sets"].items()
+        section, key = path.split(".")
+        changed = {**DOC, section: {**DOC[section], key: value}}  # type: ignore[dict-item]
+        applied = plans.run_plan(changed, with_levers=False)
+        assert lever["tokens_after"] == applied["tokens"], (lever, applied["tokens"])
+        assert lever["will_start"] == applied["will_start"]
