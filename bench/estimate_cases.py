@@ -6,6 +6,23 @@ states, plus vLLM's defaults for the version where the log leaves a setting out 
 max_num_batched_tokens / max_num_seqs from `app.core.versions.scheduler_defaults`). The GPU
 total is the log's when it prints one, else the card's preset. `fails` marks runs that did not
 start (the evaluation requires the estimate to predict that).
+
+The rule for a fair accuracy test (applied to every case, `unstated` below): an input counts as
+stated when the log prints it (an engine-config or args line, a budget line such as
+"gpu_memory_utilization (0.9) = 39.98GiB", a requested-memory DEBUG line), when a launch command or
+config that the source quotes sets it, or when the source quotes the complete launch command and
+it leaves the input out (vLLM's default is then in force). The inputs the KV figure depends on are
+the model, the card, TP/PP, the vLLM version (its log format may pin it), gpu_memory_utilization
+and, where the profile run depends on it (V0 without chunked prefill), max_model_len. A case with
+such an input stated by none of these names it in `unstated`: the evaluation scores it in a
+separate "inputs not stated" table (at the default assumed and over a range of plausible values)
+and leaves it out of the headline figures and of the start-up failure count, which it reports
+both with and without such cases. Applied on 2026-12-01 to every case against the log and
+index.json: public/03 (a PR's "before" log block, no command), file 15 (a console capture, no
+command) and public/08 (an issue's log excerpt, no command) do not state the utilization; public/23
+does not name its checkpoint (its 5.20 GiB of weights imply a 4-bit one; the case's bf16 config is
+an assumption); every other case states them (public/01 and public/05 by their quoted commands,
+which leave the utilization to vLLM's default).
 """
 
 from __future__ import annotations
@@ -51,6 +68,7 @@ class Case:
     free_gib: float | None = None  # free memory at start, where the log states it
     scored_rank: str | None = None  # the rank the log shows, when not the binding one (PP driver)
     stated: tuple[tuple[str, float], ...] = ()  # GiB rows from index.json where the parser reads none
+    unstated: tuple[str, ...] = ()  # inputs neither the log nor its source states (see the docstring)
 
     @property
     def key(self) -> str:
@@ -74,7 +92,7 @@ CASES: tuple[Case, ...] = (
     Case("14-v0102-qwen3-235b-a22b-fp8-8xl40s-tp8-ep.log", 0, "qwen3-235b-a22b-fp8", "L40S 48GB", "0.10.2", 8, 0.9,
          32768, total_gib=44.42, expert_parallel=True, interconnect="pcie"),
     Case("15-v0102-qwen3-next-80b-h200-tp2-hybrid.log", 0, "qwen3-next-80b-a3b", "H200 141GB", "0.10.2", 2, 0.9,
-         262144, interconnect="nvlink"),
+         262144, interconnect="nvlink", unstated=("gpu_memory_utilization",)),
     Case("18-v0110-qwen3-vl-30b-a3b-4x3090-tp4.log", 0, "qwen3-vl-30b-a3b-instruct", "RTX 3090 24GB", "0.11.0", 4,
          0.9, 65536, interconnect="pcie"),
     Case("24-v0190-gpt-oss-20b-a100-80gb-tp1-util065.log", 0, "gpt-oss-20b", "A100 80GB", "0.19.0", 1, 0.65, 131072),
@@ -86,15 +104,16 @@ CASES: tuple[Case, ...] = (
     Case(P + "01-v064dev-llama3-8b-h100-tp1-tp2-profiling-table.log", 1, "llama-3.1-8b", "H100 80GB", "0.6.5", 2, 0.9,
          8192, total_gib=79.22, v1=False, interconnect="nvlink",
          stated=(("weights", 7.48), ("non_torch", 3.58), ("activation", 1.26))),
-    Case("public/03-v084-llama31-8b-l40s-tp1.log", 0, "llama-3.1-8b", "L40S 48GB", "0.8.4", 1, 0.9, 32768),
+    Case("public/03-v084-llama31-8b-l40s-tp1.log", 0, "llama-3.1-8b", "L40S 48GB", "0.8.4", 1, 0.9, 32768,
+         unstated=("gpu_memory_utilization",)),
     Case("public/05-v092-qwen3-235b-a22b-fp8-4xh100-tp4-lmcache.log", 0, "qwen3-235b-a22b-fp8", "H100 80GB", "0.9.2", 4,
          0.9, 40960, interconnect="nvlink"),
     Case(P + "07-v0102-gpt-oss-120b-mxfp4-h100-tp1-start-fail.log", 0, "gpt-oss-120b", "H100 80GB", "0.10.2", 1, 0.95,
          131072, max_num_batched_tokens=1024, fails="max_model_len"),
     Case(P + "08-v0101-gpt-oss-120b-mxfp4-h100-tp1-negative-kv.log", 0, "gpt-oss-120b", "H100 80GB", "0.10.1", 1, 0.9,
-         131072, fails="negative_kv"),
+         131072, fails="negative_kv", unstated=("gpu_memory_utilization",)),
     Case("public/23-v073-qwen25-7b-rtx4060-8gb-tp1-negative-kv.log", 0, "qwen2.5-7b-instruct", None, "0.7.3", 1, 0.7,
-         4096, total_gib=8.0, v1=False, fails="negative_kv"),
+         4096, total_gib=8.0, v1=False, fails="negative_kv", unstated=("model",)),
     Case(P + "25-v072-r1-distill-qwen-14b-2x4090-tp2-mml-fail.log", 0, "deepseek-r1-distill-qwen-14b", "RTX 4090 24GB",
          "0.7.2", 2, 0.98, 131072, v1=False, interconnect="pcie", fails="max_model_len"),
     Case("public/28-v0100dev-qwen3-235b-a22b-fp8-141gb-tp4-util05-debug.log", 0, "qwen3-235b-a22b-fp8", "H20 141GB",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from bench_estimates_loo import calibration_without, evaluate, summary
+from bench_estimates_loo import PLAUSIBLE_UTIL, calibration_without, evaluate, summary, unstated_rows
 from estimate_cases import CASES, SKIPS, real_logs
 
 from app.core.calibration import DEFAULT
@@ -18,7 +18,10 @@ from app.core.calibration import DEFAULT
 # change that makes the model worse on runs it was not fitted to fails here, while one more real
 # log (which moves a median of a dozen runs by about half a point) does not by itself.
 LOO_MEDIAN_THRESHOLD = 0.03
-# Start-up failures predicted (bench/RESULTS-estimates.md): 6 of 7; public/43 (Qwen2.5-72B GPTQ on
+# The worst-case target (≤ 15 %) over the runs that state their inputs, with the weights they log
+# (RESULTS-estimates.md: 13.1 %, public/28); the estimated-weights worst (file 18) is not met.
+LOO_WORST_THRESHOLD = 0.15
+# Start-up failures predicted over every case (bench/RESULTS-estimates.md): 6 of 7; public/43 (Qwen2.5-72B GPTQ on
 # v0.6.4.post1) is missed: 4.09 GiB of whole-device non-torch memory the model does not count.
 FAILURES_PREDICTED = 6
 
@@ -47,3 +50,26 @@ def test_start_up_failures_predicted() -> None:
 
 def test_default_calibration_is_the_in_sample_fit() -> None:
     assert calibration_without(None) == DEFAULT
+
+
+def test_loo_worst_on_runs_that_state_their_inputs() -> None:
+    s = summary(evaluate("measured"))
+    assert s["loo_worst"] is not None and float(s["loo_worst"]) <= LOO_WORST_THRESHOLD, s  # type: ignore[arg-type]
+
+
+def test_cases_with_inputs_not_stated_are_scored_apart() -> None:
+    known = {"gpu_memory_utilization", "max_model_len", "gpu", "tp", "pp", "vllm_version", "model"}
+    unstated = [c for c in CASES if c.unstated]
+    assert unstated and all(set(c.unstated) <= known for c in unstated)
+    rows = evaluate("measured")
+    stated, every = summary(rows), summary(rows, with_unstated=True)
+    apart = [r for r in rows if r["unstated"] and "loo_err" in r and r["gpu"]]
+    assert int(every["cases"]) == int(stated["cases"]) + len(apart)  # type: ignore[call-overload]
+    table = unstated_rows("measured")
+    assert [r["case"] for r in table] == [c.key for c in unstated]
+    for r in table:
+        utilization = "gpu_memory_utilization" in str(r["unstated"])
+        assert set(r["starts_over"]) == (set(PLAUSIBLE_UTIL) if utilization else {r["assumed"]})  # type: ignore[call-overload]
+        if "err_over" in r:  # more utilization never gives less KV
+            errs = [r["err_over"][u] for u in PLAUSIBLE_UTIL]  # type: ignore[index]
+            assert errs == sorted(errs)
