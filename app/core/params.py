@@ -82,7 +82,7 @@ def _moe_layer(cfg: HFConfig, i: int) -> bool:
     if cfg.get("interleave_moe_layer_step") is not None:
         return (i + 1) % cfg.int_req("interleave_moe_layer_step") == 0
     only = cfg.get("mlp_only_layers")
-    if isinstance(only, list) and i in only:
+    if isinstance(only, (list, tuple)) and i in only:
         return False
     step = cfg.int_or_none("decoder_sparse_step") or 1
     return (i + 1) % step == 0 or mt in ("mixtral", "gpt_oss")
@@ -167,7 +167,7 @@ def _vision(cfg: HFConfig, notes: list[str]) -> int:
     out = v.int_or_none("out_hidden_size") or (cfg.int_or_none("hidden_size") or width)
     merge = (v.int_or_none("spatial_merge_size") or 1) ** 2 * width
     deepstack = vc.get("deepstack_visual_indexes")
-    mergers = 1 + (len(deepstack) if isinstance(deepstack, list) else 0)
+    mergers = 1 + (len(deepstack) if isinstance(deepstack, (list, tuple)) else 0)
     notes.append("vision tower estimated from vision_config (blocks, patch embedding, mergers)")
     return depth * block + embed + mergers * (merge * merge + merge * out)
 

@@ -360,7 +360,7 @@ def vision_tensors(b: Builder) -> tuple[Tensor, ...]:
     out_dim = v.int_or_none("out_hidden_size") or (b.cfg.int_or_none("hidden_size") or w)
     merge = (v.int_or_none("spatial_merge_size") or 1) ** 2 * w
     deepstack = vc.get("deepstack_visual_indexes")
-    mergers = 1 + (len(deepstack) if isinstance(deepstack, list) else 0)
+    mergers = 1 + (len(deepstack) if isinstance(deepstack, (list, tuple)) else 0)  # catalogue configs hold tuples
     blk = "visual.blocks"
     out = [
         b.t(f"{blk}.attn.qkv", "vision", 3 * w, w + 1, "col", quant="linear", count=depth),
