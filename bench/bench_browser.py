@@ -4,16 +4,18 @@ Our server under uvicorn (one worker) on 127.0.0.1, driven by headless Debian Ch
 Playwright (executable_path, as tests/e2e/conftest.py). Measured in the page with
 `performance.now()`:
 
-1. Slider → chart: 50 ticks of the utilization slider on the plan page, one at a time, each a
-   position never computed before. Per tick: input event → the new numbers in the DOM (the
-   fragment swapped in) → the pool chart updated (Plotly.react resolved: `data-drawn` is the new
-   figure's version) → repainted (the frame after). Target: median input → chart repainted <= 50 ms.
-2. A drag: 30 input events 16 ms apart (a 60 Hz pointer); how many requests were sent, and the
+1. First load of the plan page in a fresh browser context (no cache), 5 times: first paint, the
+   page's first and last byte, DOM interactive, DOMContentLoaded, first chart drawn, the
+   render-blocking requests, and compressed bytes on the wire (Resource Timing transferSize)
+   before first paint and in all. Targets: first paint <= 200 ms and <= 150 KB transferred before
+   it; the chart library requested only after first paint.
+2. Slider → chart: 50 ticks of the utilization slider on the plan page, one at a time, each a
+   position never computed before. Per tick, from the input event: request sent → response
+   received → the new numbers in the DOM (the fragment swapped in) → the pool chart updated
+   (`data-drawn` is the new figure's version) → repainted (the frame after); medians and p90.
+   Target: median input → chart repainted <= 50 ms.
+3. A drag: 30 input events 16 ms apart (a 60 Hz pointer); how many requests were sent, and the
    time from the last input to the chart showing the last position.
-3. First load of the plan page in a fresh browser context (no cache), 5 times: first paint, first
-   contentful paint, DOMContentLoaded, first chart drawn, and compressed bytes on the wire
-   (Resource Timing transferSize) before first paint and in all. Targets: first paint <= 200 ms
-   and <= 150 KB transferred before it; the chart library requested only after first paint.
 
 The run always completes and records what it measured (a phase that fails is recorded as an
 error); `--check` exits 1 when a target is missed or a phase failed.
@@ -24,7 +26,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,18 +42,33 @@ TARGET_TICK_MS = 50.0
 TARGET_FIRST_PAINT_MS = 200.0
 TARGET_FIRST_PAINT_BYTES = 150 * 1024
 
-# One slider tick, timed in the page: resolves with milliseconds from the input event.
+# One slider tick, timed in the page: resolves with milliseconds from the input event to each phase.
+# "sent": htmx:beforeSend (the XHR is about to go out); "response": the XHR's Resource Timing
+# responseEnd ("server" is its responseStart - requestStart); "dom": the new fragment's chart JSON is
+# in the document; "chart": Plotly resolved on the preserved element (data-drawn is the new
+# version); "painted": the frame after that has been produced.
 TICK_JS = """
 ([id, value]) => new Promise((resolve, reject) => {
   const data = () => document.getElementById("chart-pool-data");
   const chart = document.getElementById("chart-pool");
+  const form = document.getElementById("plan-form");
   const before = data().dataset.version;
-  let dom = null, drawn = null;
+  let sent = null, dom = null, drawn = null;
+  const onSend = () => { if (sent === null) { sent = performance.now(); } };
+  form.addEventListener("htmx:beforeSend", onSend);
   const t0 = performance.now();
   const done = () => {
     observer.disconnect();
-    requestAnimationFrame(() => setTimeout(() => resolve({dom: dom - t0, chart: drawn - t0,
-                                                          painted: performance.now() - t0}), 0));
+    form.removeEventListener("htmx:beforeSend", onSend);
+    requestAnimationFrame(() => setTimeout(() => {
+      const painted = performance.now() - t0;
+      const xhrs = performance.getEntriesByType("resource").filter(
+        r => r.initiatorType === "xmlhttprequest" && r.startTime >= t0 - 0.5);
+      const last = xhrs.filter(r => new URL(r.name).pathname === "/plan").pop();
+      resolve({sent: sent === null ? null : sent - t0, response: last ? last.responseEnd - t0 : null,
+               server: last ? last.responseStart - last.requestStart : null,
+               dom: dom - t0, chart: drawn - t0, painted: painted, requests: xhrs.length});
+    }, 0));
   };
   const check = () => {
     const now = performance.now();
@@ -109,8 +125,11 @@ FIRST_LOAD_JS = """
   const before = nav.transferSize + resources.filter(r => r.responseEnd <= fp).reduce((a, r) => a + r.transferSize, 0);
   const all = nav.transferSize + resources.reduce((a, r) => a + r.transferSize, 0);
   const charts = resources.filter(r => r.name.includes("plotly"));
+  const blocking = resources.filter(r => r.renderBlockingStatus === "blocking").map(r => new URL(r.name).pathname);
   return {first_paint: fp, fcp: paints["first-contentful-paint"], dcl: nav.domContentLoadedEventEnd,
+          ttfb: nav.responseStart, html_done: nav.responseEnd, dom_interactive: nav.domInteractive,
           bytes_before_paint: before, bytes_all: all, chart_lib_start: charts.length ? charts[0].startTime : null,
+          blocking: blocking,
           resources: [["page", nav.transferSize], ...resources.map(r => [new URL(r.name).pathname, r.transferSize])]};
 }
 """
@@ -154,15 +173,25 @@ def slider_ticks(browser: Any, url: str) -> dict[str, Any]:
     return {"ticks": ticks, "tick_levers": tick_levers, "drag": drag}
 
 
+# Installed before any page script: the moment the pool chart is first drawn, from the page's clock.
+FIRST_CHART_INIT = """
+new MutationObserver((records, observer) => {
+  const el = document.getElementById("chart-pool");
+  if (el && el.hasAttribute("data-drawn")) { window.__firstChart = performance.now(); observer.disconnect(); }
+}).observe(document, {subtree: true, attributes: true, attributeFilter: ["data-drawn"]});
+"""
+
+
 def first_loads(browser: Any, url: str) -> list[dict[str, Any]]:
     loads = []
     for _ in range(LOADS):
         context = browser.new_context(viewport={"width": 1400, "height": 900})
+        context.add_init_script(FIRST_CHART_INIT)
         page = context.new_page()
         page.goto(url + FIRST_PAGE)
         page.wait_for_selector("#chart-pool[data-drawn]", state="attached", timeout=60_000)
-        drawn = page.evaluate("() => performance.now()")
-        loads.append({**page.evaluate(FIRST_LOAD_JS), "chart_drawn": drawn})
+        page.wait_for_function("() => window.__firstChart !== undefined", timeout=60_000)
+        loads.append({**page.evaluate(FIRST_LOAD_JS), "chart_drawn": page.evaluate("() => window.__firstChart")})
         context.close()
     return loads
 
@@ -178,50 +207,79 @@ def _row(measure: str, value: float | None, unit: str, target: float | None = No
     return f"| {measure} | **{shown}** | <= {target / scale:,.0f} {unit} | {value / target:.2f} | {verdict} |"
 
 
+def _pct(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..1) of a non-empty list."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
+
+
+TICK_PHASES = (("sent", "request sent (htmx:beforeSend)"), ("response", "response received (XHR responseEnd)"),
+               ("dom", "numbers in the DOM (fragment swapped in)"), ("chart", "chart updated (Plotly resolved)"),
+               ("painted", "chart repainted (the frame after)"))
+
+
+def _tick_rows(s: dict[str, Any]) -> tuple[list[str], bool]:
+    ticks = s["ticks"]
+    painted = [t["painted"] for t in ticks]
+    rows = [_row(f"slider tick, input → chart repainted (median of {len(ticks)})", statistics.median(painted), "ms",
+                 TARGET_TICK_MS)]
+    rows.append("")
+    rows.append(f"Per phase over the {len(ticks)} ticks (ms from the input event):")
+    rows.append("")
+    rows.append("| input → | median | p90 | max |")
+    rows.append("| --- | ---: | ---: | ---: |")
+    for key, label in (*TICK_PHASES, ("server", "(server: XHR responseStart − requestStart)")):
+        values = [float(t[key]) for t in ticks if t.get(key) is not None]
+        if values:
+            rows.append(f"| {label} | {statistics.median(values):.1f} | {_pct(values, 0.9):.1f} | {max(values):.1f} |")
+    requests = sorted({t["requests"] for t in ticks})
+    rows += ["", "| other | value |", "| --- | --- |",
+             f"| XHRs per tick | {', '.join(map(str, requests))} |",
+             f"| `/plan/levers` requests during the {len(ticks)} ticks (input events only) | {s['tick_levers']} |",
+             f"| a drag: {s['drag']['events']} input events 16 ms apart → requests sent | {s['drag']['requests']} |",
+             f"| the drag: last input → its position drawn, URL updated, no request in flight "
+             f"| {s['drag']['settle']:,.1f} ms |"]
+    return rows, statistics.median(painted) <= TARGET_TICK_MS
+
+
+def _load_rows(loads: list[dict[str, Any]]) -> tuple[list[str], bool]:
+    def m(key: str) -> float:
+        return statistics.median(float(load[key]) for load in loads)
+
+    after = all(load["chart_lib_start"] is None or load["chart_lib_start"] >= load["first_paint"] for load in loads)
+    ok = after and m("first_paint") <= TARGET_FIRST_PAINT_MS and m("bytes_before_paint") <= TARGET_FIRST_PAINT_BYTES
+    blocking = sorted({path for load in loads for path in load["blocking"]})
+    rows = [
+        _row(f"first load: first paint (median of {len(loads)} fresh contexts)", m("first_paint"), "ms",
+             TARGET_FIRST_PAINT_MS),
+        _row("first load: bytes on the wire before first paint (compressed)", m("bytes_before_paint"), "KB",
+             TARGET_FIRST_PAINT_BYTES, 1024),
+        f"| first load: chart library requested after first paint | {'yes' if after else 'NO'} | yes | | "
+        f"{'PASS' if after else 'FAIL'} |",
+        _row("first load: page's first byte (responseStart)", m("ttfb"), "ms"),
+        _row("first load: page's last byte (responseEnd)", m("html_done"), "ms"),
+        _row("first load: DOM interactive (parsed)", m("dom_interactive"), "ms"),
+        _row("first load: first contentful paint", m("fcp"), "ms"),
+        _row("first load: DOMContentLoaded", m("dcl"), "ms"),
+        _row("first load: first chart drawn", m("chart_drawn"), "ms"),
+        _row("first load: all bytes on the wire, chart library included", m("bytes_all"), "KB", None, 1024),
+        f"| first load: render-blocking requests | {', '.join(f'`{b}`' for b in blocking) or 'none'} | | | |",
+        f"| first load: first paint per run | {', '.join(str(round(x['first_paint'])) for x in loads)} ms | | | |",
+    ]
+    return rows, ok
+
+
 def report(measured: dict[str, Any], errors: list[str], load_before: str) -> tuple[str, bool]:
-    rows: list[str] = []
     ok = not errors
-    if "slider" in measured:
-        s = measured["slider"]
-        med: Callable[[str], float] = lambda key: statistics.median(t[key] for t in s["ticks"])  # noqa: E731
-        p90: Callable[[str], float] = lambda key: sorted(t[key] for t in s["ticks"])[int(0.9 * len(s["ticks"]))]  # noqa: E731
-        ok &= med("painted") <= TARGET_TICK_MS
-        rows += [
-            _row(f"slider tick, input → chart repainted (median of {len(s['ticks'])})", med("painted"), "ms",
-                 TARGET_TICK_MS),
-            _row("(same, p90)", p90("painted"), "ms"),
-            _row("slider tick, input → numbers in the DOM (median)", med("dom"), "ms"),
-            _row("slider tick, input → chart updated, Plotly.react resolved (median)", med("chart"), "ms"),
-            f"| `/plan/levers` requests during the {len(s['ticks'])} ticks (input events only) "
-            f"| {s['tick_levers']} | | | |",
-            f"| a drag: {s['drag']['events']} input events 16 ms apart → requests sent "
-            f"| {s['drag']['requests']} | | | |",
-            _row("(the drag: last input → its position drawn, URL updated, no request in flight)", s["drag"]["settle"],
-                 "ms"),
-        ]
+    load_part = tick_part = ""
     if "loads" in measured:
-        loads = measured["loads"]
-
-        def m(key: str) -> float:
-            return statistics.median(float(load[key]) for load in loads)
-
-        after = all(load["chart_lib_start"] is None or load["chart_lib_start"] >= load["first_paint"] for load in loads)
-        ok &= after and m("first_paint") <= TARGET_FIRST_PAINT_MS
-        ok &= m("bytes_before_paint") <= TARGET_FIRST_PAINT_BYTES
-        rows += [
-            _row(f"first load: first paint (median of {len(loads)} fresh contexts)", m("first_paint"), "ms",
-                 TARGET_FIRST_PAINT_MS),
-            _row("first load: bytes on the wire before first paint (compressed)", m("bytes_before_paint"), "KB",
-                 TARGET_FIRST_PAINT_BYTES, 1024),
-            f"| first load: chart library requested after first paint | {'yes' if after else 'NO'} | yes | | "
-            f"{'PASS' if after else 'FAIL'} |",
-            _row("first load: first contentful paint", m("fcp"), "ms"),
-            _row("first load: DOMContentLoaded", m("dcl"), "ms"),
-            _row("first load: first chart drawn", m("chart_drawn"), "ms"),
-            _row("first load: all bytes on the wire, chart library included", m("bytes_all"), "KB", None, 1024),
-        ]
-        rows.append("")
-    table = "\n".join(r for r in rows if r)
+        rows, passed = _load_rows(measured["loads"])
+        ok &= passed
+        load_part = "\n".join(rows)
+    if "slider" in measured:
+        rows, passed = _tick_rows(measured["slider"])
+        ok &= passed
+        tick_part = "\n".join(rows)
     resources = ""
     if "loads" in measured:
         resources = "\n".join(f"| `{name}` | {size:,} |" for name, size in measured["loads"][0]["resources"])
@@ -236,21 +294,29 @@ Command: `.venv/bin/python bench/bench_browser.py` (each run rewrites this file;
 
 {machine()}
 - browser: headless Debian Chromium ({CHROMIUM}) through Playwright
-- load average before / after the run: {load_before} / {load_average()} (other work shares this machine)
+- load average (1, 5, 15 min) before / after the run: {load_before} / {load_average()} (other work shares this machine)
 
 ## Results
 
+### First load
+
 | measure | result | target | ratio to target | |
 | --- | --- | --- | --- | --- |
-{table}
+{load_part}
+
+### Slider ticks
+
+| measure | result | target | ratio to target | |
+| --- | --- | --- | --- | --- |
+{tick_part}
 {problems}
 
 Page: `{FIRST_PAGE}`, served by uvicorn (one worker) on 127.0.0.1; times from `performance.now()` in
 the page. A tick sets the utilization slider and dispatches its input event; "numbers in the DOM" is the
-swapped-in fragment, "chart updated" the moment Plotly.react resolved on the preserved chart element, and
+swapped-in fragment, "chart updated" the moment Plotly resolved on the preserved chart element, and
 "repainted" the first frame after that. Every tick is a slider position the server has not computed
 before. Bytes are Resource Timing `transferSize` (headers + compressed body) of the page and every
-resource that finished before the first paint.
+resource that finished before the first paint. The first loads run first, in fresh browser contexts.
 {resources}"""
     return text, ok
 
@@ -264,7 +330,7 @@ def measure(measured: dict[str, Any], errors: list[str]) -> None:
 
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            for name, phase in (("slider", slider_ticks), ("loads", first_loads)):
+            for name, phase in (("loads", first_loads), ("slider", slider_ticks)):
                 try:
                     measured[name] = phase(browser, url)
                 except Exception as exc:  # recorded in the results; the run goes on

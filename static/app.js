@@ -7,15 +7,24 @@
   var PLOT_CONFIG = { displaylogo: false, responsive: true, showSendToCloud: false, showEditInChartStudio: false,
                       modeBarButtonsToRemove: ["lasso2d", "select2d"] };
 
+  // Only a chart whose figure changed is redrawn: a preserved chart (hx-preserve) keeps its element
+  // across swaps, so the text it was last drawn from says whether the new fragment moved it.
   function drawCharts(root) {
     if (!window.Plotly) { return; }
     var charts = root.querySelectorAll ? root.querySelectorAll("[data-chart]") : [];
     Array.prototype.forEach.call(charts, function (el) {
       var source = document.getElementById(el.getAttribute("data-chart"));
       if (!source) { return; }
-      var figure = JSON.parse(source.textContent);
+      var version = source.getAttribute("data-version") || "1";
+      var text = source.textContent;
+      if (el.kvDrawnFrom === text) {
+        if (el.getAttribute("data-drawn") !== version) { el.setAttribute("data-drawn", version); }
+        return;
+      }
+      el.kvDrawnFrom = text;
+      var figure = JSON.parse(text);
       window.Plotly.react(el, figure.data, figure.layout, PLOT_CONFIG).then(function () {
-        el.setAttribute("data-drawn", source.getAttribute("data-version") || "1");
+        el.setAttribute("data-drawn", version);
       });
     });
   }
@@ -112,13 +121,15 @@
   });
 
   // htmx fires htmx:load on every piece of new content (in the document, unlike the swap events
-  // of an outerHTML target, which is detached by then). Redraw all charts once per frame from the
-  // embedded JSON; Plotly.react diffs against the (preserved) chart element.
+  // of an outerHTML target, which is detached by then). The charts are redrawn once per swap, in a
+  // microtask after htmx's synchronous swap and settle (settle delay 0, htmx-config in base.html),
+  // so the numbers and the chart reach the screen in the same frame; Plotly.react diffs against
+  // the (preserved) chart element.
   var pending = false;
   function scheduleDraw() {
     if (pending) { return; }
     pending = true;
-    window.requestAnimationFrame(function () { pending = false; drawCharts(document); });
+    window.queueMicrotask(function () { pending = false; drawCharts(document); });
   }
   document.addEventListener("htmx:load", scheduleDraw);
 
