@@ -8,14 +8,14 @@ from dataclasses import replace
 
 from app.core.estimates import estimate_ranks
 from app.core.plan import plan_estimate_context
-from app.services import plans
+from app.services import plan_inputs, plans
 
 DOC = {"model": {"catalogue": "gpt-oss-120b"}, "gpu": {"name": "A100 80GB"}, "layout": {"tp": 1},
        "engine": {"max_model_len": 131072}, "vllm_version": "0.10.2"}  # fmt: skip
 
 
 def test_plan_carries_the_card_name_into_its_estimate_context() -> None:
-    plan = plans.plan_input(DOC)
+    plan = plan_inputs.plan_input(DOC)
     assert plan.gpu_name == "A100 80GB"
     ctx = plan_estimate_context(plan)
     assert ctx.mxfp4_backend == "marlin"

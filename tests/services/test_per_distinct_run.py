@@ -1,6 +1,6 @@
 """Runs that state the same thing cost their residuals and their plan once per import
 (`imported_runs.per_distinct_run`): the result must be exactly what computing every run on its
-own gives. The reference below is the per-run loop `plans.import_log` / `plans.read_log` ran
+own gives. The reference below is the per-run loop `plans.import_log` / `imports.read_log` ran
 before (every run converted and planned), on every real log, their concatenation and with a
 chosen model and layout."""
 
@@ -14,7 +14,7 @@ import pytest
 
 from app.core.errors import InputError
 from app.ingest.catalogue import get_model
-from app.services import plans
+from app.services import imports
 from app.services.evidence import bytes_per_token_from_run, catalogue_config_for, parse_log_text, residuals
 from app.services.imported_runs import run_key
 
@@ -52,7 +52,7 @@ def slow_read_log(text: str, model_config: Mapping[str, object] | None = None,
     docs: list[tuple[Any, str | None]] = []
     for index in range(len(parsed.get("runs") or [])):
         try:
-            docs.append((plans.plan_from_log_run(parsed, index, model_config, layout, model), None))
+            docs.append((imports.plan_from_log_run(parsed, index, model_config, layout, model), None))
         except InputError as exc:
             docs.append((None, exc.message))
     return parsed, docs
@@ -64,12 +64,12 @@ def _all() -> str:
 
 @pytest.mark.parametrize("path", ALL_LOGS, ids=lambda p: str(p.relative_to(LOGS)))
 def test_each_real_log_reads_as_run_by_run(path: Path) -> None:
-    assert plans.read_log(_read(path)) == slow_read_log(_read(path))
+    assert imports.read_log(_read(path)) == slow_read_log(_read(path))
 
 
 def test_real_logs_concatenated_twice_read_as_run_by_run() -> None:
     text = _all() * 2
-    fast = plans.read_log(text)
+    fast = imports.read_log(text)
     assert fast == slow_read_log(text)
     keys = [run_key(r) for r in fast[0]["runs"]]
     assert len(set(keys)) < len(keys)  # the second copy's runs were found the same as the first's
@@ -79,7 +79,7 @@ def test_with_a_chosen_model_and_layout() -> None:
     config = get_model("qwen3-30b-a3b").config_dict()
     model = {"catalogue": "qwen3-30b-a3b"}
     text = _all()
-    assert plans.read_log(text, config, {"tp": 2}, model) == slow_read_log(text, config, {"tp": 2}, model)
+    assert imports.read_log(text, config, {"tp": 2}, model) == slow_read_log(text, config, {"tp": 2}, model)
 
 
 def test_line_numbers_are_all_that_the_key_leaves_out() -> None:
