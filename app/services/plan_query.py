@@ -127,6 +127,10 @@ PATH_KEYS: dict[str, str] = {
 }
 
 
+#: Each knob's document path split once: `_get` walks them on every request.
+_PARTS: dict[str, tuple[str, ...]] = {k.path: tuple(k.path.split(".")) for k in KNOBS}
+
+
 def _unwrap(annotation: object) -> object:
     """`X | None` → X (the model or scalar type behind an optional field)."""
     if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
@@ -352,10 +356,12 @@ def _gpu_value(doc: Mapping[str, object]) -> object:
 
 def _get(doc: Mapping[str, object], path: str) -> object:
     node: object = doc
-    for part in path.split("."):
-        if not isinstance(node, Mapping):
+    for part in _PARTS.get(path) or path.split("."):
+        if type(node) is not dict and not isinstance(node, Mapping):
             return None
         node = node.get(part)
+        if node is None:
+            return None
     return node
 
 
@@ -369,10 +375,11 @@ def query_from_plan(
     the vLLM default given in `defaults`).
     """
     out: dict[str, str] = {}
+    whatifs = doc.get("whatif")
     for knob in KNOBS:
         key, path, kind = knob.key, knob.path, knob.kind
         value = _get(doc, path) if key != "gpu" else _gpu_value(doc)
-        whatif = _get(doc, f"whatif.{knob.whatif}") if knob.whatif else None
+        whatif = whatifs.get(knob.whatif) if knob.whatif and isinstance(whatifs, Mapping) else None
         if whatif is not None:
             value = whatif
         if value is None:

@@ -278,6 +278,7 @@ def test_the_what_if_of_a_saved_plan_saves_as_its_new_version(client: TestClient
     assert f"from={parent['slug']}" in plan and "util=0.85" in plan
     tick = client.get(plan, headers={"HX-Request": "true", "HX-Target": "results"})
     assert f"from={parent['slug']}" in tick.headers["HX-Replace-Url"]  # a slider tick keeps it
+    assert f'<a href="/p/{parent["slug"]}">' in page.text and f'<a href="/p/{parent["slug"]}">' in tick.text
     response = client.post("/plans", data={"plan": plan}, follow_redirects=False)  # only the page's own field
     assert response.status_code == 303, response.text
     child = client.get(response.headers["location"] + ".json").json()

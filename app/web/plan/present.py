@@ -97,6 +97,7 @@ def plan_context(view: PlanView, form: bool = True) -> dict[str, Any]:
     context["show_memory"] = not has_base or _estimated_base(view.base_doc)
     context["form_keys"] = error_slot_keys(context["show_memory"])
     context["layout_note"] = view.layout_note
+    context["edits_plan"] = view.query.get(querystring.FROM_KEY, "")  # saving makes its new version
     if form and context["show_memory"] and not context["form"]["gpu"]:
         context["form"]["gpu"] = gpu_field_text(view.doc)
     return context
@@ -115,6 +116,8 @@ def _lever_value(key: str, value: Any) -> str:
 
 def start_lever_rows(result: Mapping[str, Any], url: str) -> list[dict[str, Any]]:
     """The not-starting card's levers: the change, its result and the plan page with it applied."""
+    if not result.get("start_levers"):
+        return []
     query = querystring.from_text(url) if url else {}
     rows = []
     for lever in result.get("start_levers") or []:

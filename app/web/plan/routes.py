@@ -180,7 +180,6 @@ def _plan_context(request: Request, view: views.PlanView, form: bool = True) -> 
     """The plan template's context; the save form asks for the write token when the server has one."""
     context = present.plan_context(view, form)
     context["token_required"] = bool(request.app.state.settings.write_token)
-    context["edits_plan"] = view.query.get(querystring.FROM_KEY, "")  # saving makes its new version
     return context
 
 
