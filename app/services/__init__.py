@@ -2,6 +2,8 @@
 
 - ``plans``: a plan document → the JSON result (levers, allowed TP, start levers, compare).
 - ``plan_inputs``: a plan document → the core's input (vLLM's defaults, the one rule; the what-if on top).
+- ``plan_terms`` / ``prepared``: what a slider tick reuses (a plan without a base / a stored base), held
+  by the web app, bounded, keyed by what each term reads.
 - ``model_input`` / ``plan_rows``: the model a plan names (config, catalogue, bytes per token); its rank
   rows (measured, estimated where missing, or estimated whole).
 - ``imports``: a startup log or nvidia-smi output → JSON with residuals; a log run → a plan document.
