@@ -61,29 +61,13 @@ def form_context(query: Mapping[str, str], result: Mapping[str, Any] | None, has
     placeholders: dict[str, str] = {}
     tp_options = [1, 2, 4, 8]
     if result is not None:
-        engine, layout, policy = result["engine"], result["layout"], result["policy"]
-        source = str(result["model"].get("source") or "")
-        form["model"] = query.get("model") or (source.split(":", 1)[1] if source.startswith("catalogue:") else "")
-        form.update(
-            tp=str(layout["tp"]), pp=str(layout["pp"]), dp=str(layout["dp"]),
-            util=str(engine["gpu_memory_utilization"]), mnbt=str(engine["max_num_batched_tokens"]),
-            kv_dtype=engine["kv_cache_dtype"], block_size=str(engine["block_size"]),
-            quant=str(engine.get("quantization") or ""),
-            growth=str(policy["growth_reserve"]),
-        )
-        if not form["gpu"] and not has_base:
-            form["gpu"] = plan_query.DEFAULT_GPU_NAME
-        lora = engine.get("lora") or {}
-        form["loras"] = form["loras"] or str(lora.get("max_loras") or "")
-        form["lora_rank"] = form["lora_rank"] or str(lora.get("max_lora_rank") or "")
-        spec = engine.get("speculative") or {}
-        form["spec"] = form["spec"] or str(spec.get("method") or "")
-        form["spec_tokens"] = form["spec_tokens"] or str(spec.get("num_speculative_tokens") or "")
+        _result_values(form, query, result, has_base)
+        engine, policy = result["engine"], result["policy"]
         placeholders = {
-            "ranks": str(layout["ranks"]), "vllm": str(result["vllm_version"]),
+            "ranks": str(result["layout"]["ranks"]), "vllm": str(result["vllm_version"]),
             "max_model_len": str(engine["max_model_len"]), "max_num_seqs": str(engine["max_num_seqs"]),
             "reserve": size_text(policy["operating_reserve_bytes"]), "live": "not set",
-        }
+        }  # fmt: skip
         tp_options = list(result.get("allowed_tp") or tp_options)
     current_tp = int(form["tp"]) if form["tp"].isdigit() else 1
     if current_tp not in tp_options:
@@ -92,22 +76,52 @@ def form_context(query: Mapping[str, str], result: Mapping[str, Any] | None, has
         "form": form,
         "knobs": plan_query.BY_KEY,
         "placeholders": placeholders,
-        "options": {
-            "models": model_options(form["model"], has_base),
-            "tp": [(str(tp), str(tp)) for tp in tp_options],
-            "kv_dtypes": [(d, d) for d in KV_CACHE_DTYPES],
-            "block_sizes": [(str(b), str(b)) for b in BLOCK_SIZES],
-            "quant": quant_options(result, query),
-            "lora_ranks": lora_rank_options(result),
-            "spec_methods": [("", "off"), *((m, m) for m in SPEC_METHODS)],
-            "spec_models": [("", "— none (mtp, ngram) —"), *catalogue_options()],
-            "ep": [("", "off"), ("true", "on (--enable-expert-parallel)")],
-            "offload_backend": [("", "native"), ("lmcache", "lmcache")],
-            "prefix": [("", "vLLM's default"), ("true", "on"), ("false", "off (--no-enable-prefix-caching)")],
-        },
+        "options": _options(form, query, result, has_base, tp_options),
         "show_memory": not has_base,
         "gpu_presets": gpu_options(),
         "reset_url": querystring.page_url("/plan", {k: v for k, v in query.items() if k in ("base", "model")}),
+    }
+
+
+def _result_values(form: dict[str, str], query: Mapping[str, str], result: Mapping[str, Any], has_base: bool) -> None:
+    """The values the plan ran with, where the query leaves a field empty."""
+    engine, layout, policy = result["engine"], result["layout"], result["policy"]
+    source = str(result["model"].get("source") or "")
+    form["model"] = query.get("model") or (source.split(":", 1)[1] if source.startswith("catalogue:") else "")
+    form.update(
+        tp=str(layout["tp"]), pp=str(layout["pp"]), dp=str(layout["dp"]),
+        util=str(engine["gpu_memory_utilization"]), mnbt=str(engine["max_num_batched_tokens"]),
+        kv_dtype=engine["kv_cache_dtype"], block_size=str(engine["block_size"]),
+        quant=str(engine.get("quantization") or ""),
+        growth=str(policy["growth_reserve"]),
+    )
+    if not form["gpu"] and not has_base:
+        form["gpu"] = plan_query.DEFAULT_GPU_NAME
+    lora = engine.get("lora") or {}
+    form["loras"] = form["loras"] or str(lora.get("max_loras") or "")
+    form["lora_rank"] = form["lora_rank"] or str(lora.get("max_lora_rank") or "")
+    spec = engine.get("speculative") or {}
+    form["spec"] = form["spec"] or str(spec.get("method") or "")
+    form["spec_tokens"] = form["spec_tokens"] or str(spec.get("num_speculative_tokens") or "")
+
+
+def _options(
+    form: Mapping[str, str], query: Mapping[str, str], result: Mapping[str, Any] | None, has_base: bool,
+    tp_options: list[int],
+) -> dict[str, list[tuple[str, str]]]:
+    """Each select's (value, label) options."""
+    return {
+        "models": model_options(form["model"], has_base),
+        "tp": [(str(tp), str(tp)) for tp in tp_options],
+        "kv_dtypes": [(d, d) for d in KV_CACHE_DTYPES],
+        "block_sizes": [(str(b), str(b)) for b in BLOCK_SIZES],
+        "quant": quant_options(result, query),
+        "lora_ranks": lora_rank_options(result),
+        "spec_methods": [("", "off"), *((m, m) for m in SPEC_METHODS)],
+        "spec_models": [("", "— none (mtp, ngram) —"), *catalogue_options()],
+        "ep": [("", "off"), ("true", "on (--enable-expert-parallel)")],
+        "offload_backend": [("", "native"), ("lmcache", "lmcache")],
+        "prefix": [("", "vLLM's default"), ("true", "on"), ("false", "off (--no-enable-prefix-caching)")],
     }
 
 
