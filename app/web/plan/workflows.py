@@ -98,12 +98,16 @@ def _plan_links(imported: ImportedLog, count: int, bases: BaseStore) -> list[dic
     docs = [imported.docs[i] if i < len(imported.docs) else (None, "no plan for this run") for i in range(count)]
     ids = iter(bases.put_many([doc for doc, _ in docs if doc is not None]))
     links = []
+    urls: dict[str, str] = {}  # runs that share a plan (plans.read_log) share its URL: one encoding
     for doc, error in docs:
         base_id = next(ids) if doc is not None else None
         if base_id is None:
             links.append({"plan_url": None, "plan_error": error or PLANS_PAST_ALLOWANCE})
         else:
-            links.append({"plan_url": querystring.page_url("/plan", {"base": base_id}), "plan_error": None})
+            url = urls.get(base_id)
+            if url is None:
+                url = urls[base_id] = querystring.page_url("/plan", {"base": base_id})
+            links.append({"plan_url": url, "plan_error": None})
     return links
 
 
@@ -211,8 +215,8 @@ def import_preview(imported: ImportedLog, bases: BaseStore, layout: Mapping[str,
 def import_json(imported: ImportedLog, bases: BaseStore) -> dict[str, Any]:
     """The parsed log plus, per run, the URL of the plan made from it (or why there is none)."""
     out = dict(imported.parsed)
-    out["plans"] = [{"run": r["index"], "url": r["plan_url"], "error": r["plan_error"]}
-                    for r in import_runs(imported, bases)]
+    links = _plan_links(imported, len(out.get("runs") or []), bases)  # not import_runs: no display pieces
+    out["plans"] = [{"run": i, "url": link["plan_url"], "error": link["plan_error"]} for i, link in enumerate(links)]
     return out
 
 
