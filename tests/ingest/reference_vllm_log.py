@@ -1,11 +1,13 @@
 """The reference for the differential test (tests/ingest/test_vllm_log_fast_path.py): the
 parser's line scan as it was before the fast path (app/ingest/vllm_log.py at 343ffe7), kept
-whole, with one deliberate change: it reads EVERY line and runs every extractor whose needles the
+whole, with two deliberate changes. First, it reads EVERY line and runs every extractor whose needles the
 line holds (`_candidates` below), where the old code ran only the extractors its hand-written
 keyword table located. That table dropped needles ('Graph capturing finished' without 'took' on
 the same physical line, extra/hard-wrapped-words100.log); the fast path keys its prefilter on
 the needles themselves. Slow by design: no keyword prefilter, no per-line cache; runs are
-folded by the RunBuilder of that commit too (reference_vllm_log_runs.py).
+folded by the RunBuilder of that commit too (reference_vllm_log_runs.py). A second change: colour
+codes leave the whole text before the scan (see `_parse`), so continuation lines joined to a message
+cut by a hard wrap are read without them, as the fast path reads them.
 """
 
 from __future__ import annotations
@@ -241,6 +243,12 @@ def _parse(text: str) -> LogParse:
             findings.append(
                 Finding("hard_wrapped_input", f"{joined} lines wrapped at {width} columns were re-joined", None)
             )
+    # (the fast path's second deliberate change: colour codes removed from the whole text, so a
+    # hard-wrap join reads continuation lines without them too)
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if "^[[" in text:
+        text = _CARET_ANSI.sub("", text)
     scanner = _Scanner(text, origin)
     scanner.run()
     findings.extend(scanner.errors)

@@ -67,3 +67,13 @@ def test_mutated_real_lines(line: str, prefix: str, colours: list[tuple[int, str
         line = line[:at] + code + line[at:]
     text = junk + prefix + line + tail
     assert prefiltered(text) == every_extractor(text)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(LINES), st.integers(0, 6000), st.integers(0, 6000), st.booleans())
+def test_long_lines_take_the_substring_gate_with_the_same_answer(line: str, before: int, after: int,
+                                                                 cut: bool) -> None:
+    """Past `_LONG_LINE` characters the gate is one substring search per needle, not the alternation."""
+    text = "x" * before + (line[: len(line) // 2] if cut else line) + " y" * after
+    assert vllm_log._has_needle(text) == (vllm_log._ANY_NEEDLE.search(text) is not None)
+    assert prefiltered(text) == every_extractor(text)
