@@ -13,8 +13,9 @@
   unique degree within the printed precision is taken; public/39 (Qwen2.5-32B, 7.71 GiB per
   rank, '# CUDA blocks: 3947') is TP2: TP1 would give 1,973 blocks and TP4 7,894.
 - Runs that state the same thing cost their residuals and their plan once per import
-  (`per_distinct_run`): concatenated or repeated logs print the same engine start again under
-  other line numbers, and neither the residuals nor the plan document read a line number.
+  (`per_distinct_run`; `log_residuals.add_residuals`): concatenated or repeated logs print the same
+  engine start again under other line numbers, and neither the residuals nor the plan document
+  read a line number.
 """
 
 from __future__ import annotations
@@ -198,39 +199,3 @@ def per_distinct_run(
     for index, first in enumerate(distinct_runs(runs) if firsts is None else firsts):
         out.append(work(index) if first == index else out[first])
     return out
-
-
-def _run_residuals(run: Mapping[str, Any], model_config: Mapping[str, object] | None) -> JSON:
-    """What `add_residuals` adds to one run: residuals against the model (given, or the catalogue
-    entry the log names), the implied KV bytes per token and the findings of both."""
-    from app.core.errors import InputError as _InputError
-    from app.services.evidence import bytes_per_token_from_run, catalogue_config_for, residuals
-
-    extra: JSON = {}
-    config = model_config
-    if config is None:
-        found = catalogue_config_for((run.get("settings") or {}).get("model"))
-        config = found[1] if found else None
-        extra["catalogue_model"] = found[0] if found else None
-    findings: list[JSON] = []
-    try:
-        res = residuals(run, config)
-    except _InputError as exc:
-        res = {"ranks": [], "engine": None, "findings": []}
-        findings.append({"code": "model_mismatch", "message": str(exc), "line": None})
-    extra["residuals"] = res
-    extra["implied_kv_bytes_per_token"] = bytes_per_token_from_run(run)
-    return {"set": extra, "findings": [*findings, *res["findings"]]}
-
-
-def add_residuals(runs: list[JSON], model_config: Mapping[str, object] | None) -> list[int]:
-    """Per run of a parsed log, in place: `catalogue_model` (without a given model), `residuals`,
-    `implied_kv_bytes_per_token` and their findings (`services.plans.import_log`); once per
-    distinct run, the result shared by the runs that state the same. Returns that grouping
-    (`distinct_runs`)."""
-    firsts = distinct_runs(runs)
-    extras = per_distinct_run(runs, lambda i: _run_residuals(runs[i], model_config), firsts)
-    for run, extra in zip(runs, extras, strict=True):
-        run.update(extra["set"])
-        run.setdefault("findings", []).extend(extra["findings"])
-    return firsts

@@ -16,7 +16,7 @@ JSON = dict[str, Any]
 def import_log(text: str, model_config: Mapping[str, object] | None = None) -> JSON:
     """The parsed log (issue-3 JSON) plus, per run, residuals against the model when it is known."""
     from app.services.evidence import parse_log_text
-    from app.services.imported_runs import add_residuals
+    from app.services.log_residuals import add_residuals
 
     parsed = parse_log_text(text)
     add_residuals(parsed.get("runs", []), model_config)
@@ -33,7 +33,8 @@ def read_log(
     Pure and picklable in and out: the web runs it in a child process (`web/isolation.py`).
     Runs that state the same thing on other lines share one document (`per_distinct_run`)."""
     from app.services.evidence import parse_log_text
-    from app.services.imported_runs import add_residuals, per_distinct_run
+    from app.services.imported_runs import per_distinct_run
+    from app.services.log_residuals import add_residuals
 
     parsed = parse_log_text(text)  # = import_log(text, model_config), keeping the runs' grouping
     firsts = add_residuals(parsed.get("runs", []), model_config)

@@ -8,6 +8,7 @@ are hang guards only (GUARD_S, generous for a loaded machine)."""
 from __future__ import annotations
 
 import http.client
+import re
 import sys
 import threading
 import time
@@ -22,6 +23,16 @@ from bench_load import descendants
 from bench_parser import real_logs
 
 GUARD_S = 120.0  # how long a condition may take on a loaded machine before the test gives up
+
+
+def distinct_logs(n_bytes: int) -> str:
+    """The real start-up logs repeated, each copy with pids of its own (`pid=N` → `pid=N<copy>`): few
+    lines and runs repeat an earlier one, so the import cannot share its work between them
+    (`vllm_log` replays repeated lines, `imported_runs.per_distinct_run` repeated runs) and takes
+    seconds of CPU, more than the 5 s a request gets after SIGTERM."""
+    one = real_logs(1)
+    copies = -(-n_bytes // len(one.encode()))
+    return "".join(re.sub(r"pid=(\d+)", rf"pid=\g<1>{i}", one) for i in range(copies))
 
 
 def wait_for(condition: Callable[[], bool], what: str) -> None:
@@ -60,7 +71,7 @@ def test_sigterm_during_a_big_import_exits_without_finishing_it(tmp_path: Path) 
     env = {"KVLEDGER_DATABASE_URL": f"sqlite:///{tmp_path / 'kv.sqlite3'}", "KVLEDGER_IMPORT_TIME_LIMIT_S": "600"}
     proc, url = server.start_server(env, tmp_path / "server.log", argv=argv, timeout_s=GUARD_S)
     try:
-        text = real_logs(8_000_000)  # seconds of CPU in the import child, real start-up logs only
+        text = distinct_logs(12_000_000)  # seconds of CPU in the import child, real start-up logs only
         replies: list[object] = []
         poster = threading.Thread(target=post_log, args=(url, text.replace("%", "%25").replace("&", "%26")
                                                           .replace("+", "%2B").replace("=", "%3D"), replies))
