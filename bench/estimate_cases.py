@@ -34,6 +34,19 @@ LOGS = Path(__file__).resolve().parents[1] / "tests" / "data" / "vllm-logs"
 P = "public/"
 
 
+def _compressed_tensors(kind: str, fmt: str) -> dict[str, object]:
+    """A one-group compressed-tensors config: per-channel weights, per-token dynamic activations, lm_head kept."""
+    scheme = {"num_bits": 8, "type": kind, "symmetric": True}
+    group = {"targets": ["Linear"], "weights": {**scheme, "strategy": "channel", "dynamic": False},
+             "input_activations": {**scheme, "strategy": "token", "dynamic": True}}  # fmt: skip
+    groups = {"group_0": group}
+    return {"quant_method": "compressed-tensors", "format": fmt, "ignore": ["lm_head"], "config_groups": groups}
+
+
+_CT_FP8_DYNAMIC = _compressed_tensors("float", "float-quantized")
+_CT_W8A8 = _compressed_tensors("int", "int-quantized")
+
+
 # Checkpoints that are a catalogue model plus a quantization_config the repository does not store:
 # slug → (catalogue slug, quantization_config as its model card publishes it).
 CONFIG_VARIANTS: dict[str, tuple[str, dict[str, object] | None]] = {
@@ -42,6 +55,19 @@ CONFIG_VARIANTS: dict[str, tuple[str, dict[str, object] | None]] = {
         {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True,
          "damp_percent": 0.01, "static_groups": False, "true_sequential": True},
     ),
+    # Checkpoints of tests/data/vllm-logs/25-41 (sources in that directory's index.json). The quantization_config
+    # blocks are the fields that set memory, as the quantizers write them (not copied from the repositories):
+    # RedHatAI '-fp8-dynamic' = llm-compressor FP8_DYNAMIC (per-channel FP8 weights, per-token dynamic activations,
+    # lm_head kept); '-quantized.w8a8' = llm-compressor W8A8 INT8 (per-channel weights, per-token dynamic
+    # activations); `--quantization fp8` on a BF16 checkpoint = vLLM's online Fp8Config (per-tensor scales);
+    # kaitchup/Phi-4-AutoRound-GPTQ-4bit = AutoRound's GPTQ export (4 bits, group 128, symmetric: vLLM chose
+    # gptq_marlin, which takes only symmetric checkpoints; no act-order). Llama-3.3-70B has Llama-3.1-70B's shape.
+    "llama-3.3-70b-fp8-dynamic": ("llama-3.1-70b", _CT_FP8_DYNAMIC),
+    "qwen2.5-7b-fp8-dynamic": ("qwen2.5-7b-instruct", _CT_FP8_DYNAMIC),
+    "qwen2.5-7b-w8a8": ("qwen2.5-7b-instruct", _CT_W8A8),
+    "llama-3.1-8b-fp8-online": ("llama-3.1-8b", {"quant_method": "fp8", "activation_scheme": "dynamic"}),
+    "phi-4-autoround-gptq-int4": ("phi-4", {"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": True,
+                                            "desc_act": False}),
 }  # fmt: skip
 
 
@@ -129,7 +155,17 @@ CASES: tuple[Case, ...] = (
          8192, total_gib=47.74, v1=False, fails="max_model_len"),
     Case("public/39-v072-qwen25-32b-2xl40s-tp2-v0-rows.log", 0, "qwen2.5-32b", "L40S 48GB", "0.7.1", 2, 0.9, 10000,
          total_gib=44.42, v1=False, interconnect="pcie"),
+    # tests/data/vllm-logs/37 and 40 (sources in index.json). 37: llm-d-planner's accuracy sweep, v0.19.0 on H100 80GB
+    # (79.19 GiB); another process held cuda:1 (60.33 of 79.19 GiB free) and the free-memory check refused to start.
+    Case("37-v0190-llama4-scout-h100-tp4-free-memory-fail.log", 0, "llama-4-scout-17b-16e", "H100 80GB", "0.19.0", 4,
+         0.95, 8192, free_gib=60.33, fails="free_memory"),
+    # 40: the offline LLM class on an A100 40GB (a2-highgpu-1g), eager; its scheduler line states 8192 batched tokens
+    # (LLM-class default below 70 GiB, with 256 sequences)
+    Case("40-v0151-llama31-8b-a100-40gb-tp1-eager-offline.log", 0, "llama-3.1-8b", "A100 40GB", "0.15.1", 1, 0.9,
+         131072, max_num_batched_tokens=8192, max_num_seqs=256, enforce_eager=True),
 )  # fmt: skip
+
+PENDING = "pending re-fit (branch s6-records-cases); LOO error with measured weights, as cased there: "
 
 SKIPS: tuple[Skip, ...] = (
     Skip("07-v083-3090-mp-util099.log", "model not stated in the excerpt (MoE WNA16 PR context)", True),
@@ -169,6 +205,40 @@ SKIPS: tuple[Skip, ...] = (
          "INT8 checkpoint not in the catalogue, GPU not stated"),
     Skip(P + "41-v06x-unknown-mp-v0-mml-fail-tokens.log", "model and GPU not stated"),
     Skip(P + "42-v0141-gpt-oss-120b-h100-tp1-ansi-prefix-weights.log", "weights only: no KV stated"),
+    # Cased on branch s6-records-cases (Case rows + the re-fitted DEFAULT): their measured rows move the fitted
+    # constants (per-graph cost 587614 -> 241420 B/layer, V1 non-torch base 0.21 -> 0.25 GiB, V0 base 0.25 -> 0.26 GiB),
+    # which breaks tests/core/test_profile_model.py::test_graph_pool_near_logged_pools (file 14's 3.45 GiB pool);
+    # re-fitting the graph term is the estimate's owner's call. The reason states each run's LOO error as cased there.
+    Skip("25-v0190-gemma-2-27b-it-h100-tp1.log",
+         PENDING + "+0.9%"),
+    Skip("26-v0190-gemma-2-9b-it-h100-tp1.log",
+         PENDING + "+0.3%"),
+    Skip("27-v0190-gemma-3-12b-it-h100-tp1-vision.log",
+         PENDING + "+0.8%"),
+    Skip("28-v0190-gemma-3-27b-it-h100-tp1-vision.log",
+         PENDING + "+2.1%"),
+    Skip("29-v0190-llama31-8b-h100-tp1-mml16k.log",
+         PENDING + "+0.2%"),
+    Skip("30-v0190-llama31-8b-online-fp8-h100-tp1.log",
+         PENDING + "+0.2%"),
+    Skip("31-v0190-llama33-70b-fp8dyn-h100-tp2.log",
+         PENDING + "+5.3%"),
+    Skip("32-v0190-llama33-70b-fp8dyn-h100-tp4.log",
+         PENDING + "+3.9%"),
+    Skip("33-v0190-qwen25-7b-fp8dyn-h100-tp1.log",
+         PENDING + "+0.2%"),
+    Skip("34-v0190-qwen25-7b-w8a8-h100-tp1.log",
+         PENDING + "+0.2%"),
+    Skip("35-v0190-gpt-oss-20b-h100-tp2-util090.log",
+         PENDING + "+3.3%"),
+    Skip("36-v0190-llama4-scout-h100-tp4.log",
+         PENDING + "+13.9%"),
+    Skip("41-v065-phi4-autoround-gptq-int4-80gb-class-tp1-util015.log",
+         PENDING + "+0.8%"),
+    Skip("38-v0190-gpt-oss-20b-h100-tp1-sampler-oom-after-kv.log",
+         "failed after KV sizing (58.47 GiB): CUDA OOM warming up the sampler with 1024 dummy requests, not a kind "
+         "of failure the ledger models"),
+    Skip("39-v0190-llama31-8b-fp32-h100-tp1.log", "--dtype float32 is not an input of the estimate"),
 )
 
 # Logs that are parser fixtures, not real runs (constructed or edited to exercise a format).

@@ -64,7 +64,29 @@ EXCEPTIONS = {
     "public/45-v053-llama31-405b-fp8-8xh100-tp8-weights.log": (
         "Meta's FP8 checkpoint (fbgemm_fp8, BF16 attention) quantization_config not in the repository"
     ),
+    "27-v0190-gemma-3-12b-it-h100-tp1-vision.log": "-2.1 %: ours 22.83 GiB vs 23.31 logged (v0.19.0, vision model)",
+    "35-v0190-gpt-oss-20b-h100-tp2-util090.log": (
+        "-2.7 %: the Triton MXFP4 layout (the log's 'Using TRITON Mxfp4 MoE backend') gives 6.82 GiB vs 7.01 at TP2"
+    ),
+    "39-v0190-llama31-8b-fp32-h100-tp1.log": "--dtype float32 (29.98 GiB) is not an input of weights_per_rank",
 }
+# Logs whose model is a catalogue entry, or a catalogue entry with the quantization_config of
+# bench/estimate_cases.py CONFIG_VARIANTS: (log, catalogue or variant slug, tp, MXFP4 MoE backend)
+CATALOGUE_CASES = [
+    ("25-v0190-gemma-2-27b-it-h100-tp1.log", "gemma-2-27b-it", 1, "triton"),
+    ("26-v0190-gemma-2-9b-it-h100-tp1.log", "gemma-2-9b-it", 1, "triton"),
+    ("28-v0190-gemma-3-27b-it-h100-tp1-vision.log", "gemma-3-27b-it", 1, "triton"),
+    ("29-v0190-llama31-8b-h100-tp1-mml16k.log", "llama-3.1-8b", 1, "triton"),
+    ("30-v0190-llama31-8b-online-fp8-h100-tp1.log", "llama-3.1-8b-fp8-online", 1, "triton"),
+    ("31-v0190-llama33-70b-fp8dyn-h100-tp2.log", "llama-3.3-70b-fp8-dynamic", 2, "triton"),
+    ("32-v0190-llama33-70b-fp8dyn-h100-tp4.log", "llama-3.3-70b-fp8-dynamic", 4, "triton"),
+    ("33-v0190-qwen25-7b-fp8dyn-h100-tp1.log", "qwen2.5-7b-fp8-dynamic", 1, "triton"),
+    ("34-v0190-qwen25-7b-w8a8-h100-tp1.log", "qwen2.5-7b-w8a8", 1, "triton"),
+    ("36-v0190-llama4-scout-h100-tp4.log", "llama-4-scout-17b-16e", 4, "triton"),
+    ("38-v0190-gpt-oss-20b-h100-tp1-sampler-oom-after-kv.log", "gpt-oss-20b", 1, "triton"),  # -1.8 %
+    ("40-v0151-llama31-8b-a100-40gb-tp1-eager-offline.log", "llama-3.1-8b", 1, "triton"),
+    ("41-v065-phi4-autoround-gptq-int4-80gb-class-tp1-util015.log", "phi-4-autoround-gptq-int4", 1, "triton"),
+]
 # Compared by the tests below this table instead of CASES
 OTHER_TESTS = {
     "24-v0190-gpt-oss-20b-a100-80gb-tp1-util065.log",
@@ -85,7 +107,7 @@ def weight_logs() -> list[str]:
 
 def test_every_log_stating_weights_is_compared_or_excused() -> None:
     logs = set(weight_logs())
-    covered = {c[0] for c in CASES} | OTHER_TESTS | set(EXCEPTIONS)
+    covered = {c[0] for c in CASES} | OTHER_TESTS | set(EXCEPTIONS) | {c[0] for c in CATALOGUE_CASES}
     assert logs <= covered, sorted(logs - covered)
     assert set(EXCEPTIONS) <= logs
     assert OTHER_TESTS <= logs  # noqa: SIM300  (no stale entry)
@@ -160,3 +182,23 @@ def test_llama_weights_are_exact_to_the_logged_digits() -> None:
     # 8,030,261,248 parameters × 2 B + the rotary cache (131072 × 128 × 2 B) = 14.9888 GiB.
     model = weights_model(json.loads((CONFIGS / "llama31-8b.json").read_text()))
     assert round(weights_per_rank(model).nbytes / GIB, 4) == logged_weights_gib(LOGS / CASES[0][0])
+
+
+def _catalogue_config(slug: str) -> dict[str, object]:
+    import sys
+
+    from app.ingest.catalogue import get_model
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from estimate_cases import CONFIG_VARIANTS
+
+    base, quant = CONFIG_VARIANTS.get(slug, (slug, None))
+    config = get_model(base).config_dict()
+    return {**config, "quantization_config": quant} if quant is not None else config
+
+
+@pytest.mark.parametrize(("log", "slug", "tp", "mxfp4"), CATALOGUE_CASES, ids=[c[0][:2] for c in CATALOGUE_CASES])
+def test_catalogue_weights_match_the_log_within_2_percent(log: str, slug: str, tp: int, mxfp4: str) -> None:
+    logged = logged_weights_gib(LOGS / log)
+    ours = weights_per_rank(weights_model(_catalogue_config(slug)), tp, mxfp4_backend=mxfp4).nbytes / GIB
+    assert ours == pytest.approx(logged, rel=0.02), f"{log}: ours {ours:.4f} GiB vs logged {logged} GiB"
