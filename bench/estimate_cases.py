@@ -235,6 +235,8 @@ SKIPS: tuple[Skip, ...] = (
          PENDING + "+13.9%"),
     Skip("41-v065-phi4-autoround-gptq-int4-80gb-class-tp1-util015.log",
          PENDING + "+0.8%"),
+    Skip("42-v0191-qwen3-8b-a100-40gb-tp1.log",
+         PENDING + "see branch s6-records-cases"),
     Skip("38-v0190-gpt-oss-20b-h100-tp1-sampler-oom-after-kv.log",
          "failed after KV sizing (58.47 GiB): CUDA OOM warming up the sampler with 1024 dummy requests, not a kind "
          "of failure the ledger models"),

@@ -86,6 +86,7 @@ CATALOGUE_CASES = [
     ("38-v0190-gpt-oss-20b-h100-tp1-sampler-oom-after-kv.log", "gpt-oss-20b", 1, "triton"),  # -1.8 %
     ("40-v0151-llama31-8b-a100-40gb-tp1-eager-offline.log", "llama-3.1-8b", 1, "triton"),
     ("41-v065-phi4-autoround-gptq-int4-80gb-class-tp1-util015.log", "phi-4-autoround-gptq-int4", 1, "triton"),
+    ("42-v0191-qwen3-8b-a100-40gb-tp1.log", "qwen3-8b", 1, "triton"),
 ]
 # Compared by the tests below this table instead of CASES
 OTHER_TESTS = {
