@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from estimate_cases import CASES, CONFIG_VARIANTS, LOGS, SKIPS, Case, P, real_logs
 
 from app.core.calibration import DEFAULT, Calibration, Observation, fit
-from app.core.cudagraphs import graph_terms
+from app.core.cudagraphs import graph_terms, max_capture_size
 from app.core.estimates import EstimateContext, estimate_ranks, mxfp4_backend_for
 from app.core.gpus import compute_capability, resolve_gpu
 from app.core.kvspec import pp_layer_split
@@ -85,8 +85,19 @@ def measured(case: Case) -> Measured:
     peak = _first(ranks, "peak_torch_bytes")
     if act is None and peak is not None and weights is not None:
         act = peak - weights  # v0.6.4: peak_torch_memory includes the weights
-    graphs = _first(ranks, "cuda_graph_estimate_bytes") or _first(ranks, "cuda_graph_bytes")
+    graphs = _graph_measured(case, ranks)
     return Measured(min(kvs) if kvs else None, weights, _first(ranks, "non_torch_bytes"), act, graphs)
+
+
+def _graph_measured(case: Case, ranks: list[JSON]) -> int | None:
+    """The graph row as it meets the KV budget: vLLM's own estimate from v0.21 (it is subtracted),
+    the captured pool before (v0.19/v0.20 log the estimate as advice only and size KV without it;
+    vllm/v1/worker/gpu_worker.py `determine_available_memory`, VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS)."""
+    captured = _first(ranks, "cuda_graph_bytes")
+    estimate = _first(ranks, "cuda_graph_estimate_bytes")
+    if rules_for(case.version).version >= (0, 21, 0):
+        return estimate or captured
+    return captured or estimate
 
 
 def _kv_bytes_per_token(case: Case) -> int:
@@ -185,7 +196,8 @@ def graph_observation(
     layers = max(pp_layer_split(shape.num_layers, pp))
     sharded, unsharded = forward_per_token(shape, tp, ep, ctx.uses_v1)
     terms = graph_terms(ctx.rules.version, ctx.uses_v1, "auto", False, ctx.max_num_seqs,
-                        ctx.max_num_batched_tokens, layers, sharded + unsharded, DEFAULT)  # fmt: skip
+                        ctx.max_num_batched_tokens, layers, sharded + unsharded, DEFAULT,
+                        max_capture_size(shape.architecture, ctx.rules.version))  # fmt: skip
     if terms.cuda_graphs == 0:
         return None
     return Observation("graph", max(0, logged - terms.pool_bytes) // terms.cuda_graphs, source)
@@ -325,7 +337,8 @@ def _graph_row(shape: ModelShape, ctx: EstimateContext, cal: Calibration) -> int
     layers = max(pp_layer_split(shape.num_layers, ctx.pp))
     sharded, unsharded = forward_per_token(shape, ctx.tp, ctx.expert_parallel, ctx.uses_v1)
     return graph_terms(ctx.rules.version, ctx.uses_v1, ctx.cudagraph_mode, ctx.enforce_eager, ctx.max_num_seqs,
-                       ctx.max_num_batched_tokens, layers, sharded + unsharded, cal).total  # fmt: skip
+                       ctx.max_num_batched_tokens, layers, sharded + unsharded, cal,
+                       max_capture_size(shape.architecture, ctx.rules.version)).total  # fmt: skip
 
 
 def graph_lines() -> list[JSON]:

@@ -155,17 +155,36 @@ CASES: tuple[Case, ...] = (
          8192, total_gib=47.74, v1=False, fails="max_model_len"),
     Case("public/39-v072-qwen25-32b-2xl40s-tp2-v0-rows.log", 0, "qwen2.5-32b", "L40S 48GB", "0.7.1", 2, 0.9, 10000,
          total_gib=44.42, v1=False, interconnect="pcie"),
-    # tests/data/vllm-logs/37 and 40 (sources in index.json). 37: llm-d-planner's accuracy sweep, v0.19.0 on H100 80GB
-    # (79.19 GiB); another process held cuda:1 (60.33 of 79.19 GiB free) and the free-memory check refused to start.
+    # tests/data/vllm-logs/25-41 (sources in index.json). 25-37: llm-d-planner's accuracy sweep, v0.19.0 on H100 80GB
+    # (79.19 GiB), vllm serve, prefix caching off, 8192 batched tokens and 1024 sequences (the logs' scheduler lines).
+    Case("25-v0190-gemma-2-27b-it-h100-tp1.log", 0, "gemma-2-27b-it", "H100 80GB", "0.19.0", 1, 0.95, 8192),
+    Case("26-v0190-gemma-2-9b-it-h100-tp1.log", 0, "gemma-2-9b-it", "H100 80GB", "0.19.0", 1, 0.95, 8192),
+    Case("27-v0190-gemma-3-12b-it-h100-tp1-vision.log", 0, "gemma-3-12b-it", "H100 80GB", "0.19.0", 1, 0.95, 8192),
+    Case("28-v0190-gemma-3-27b-it-h100-tp1-vision.log", 0, "gemma-3-27b-it", "H100 80GB", "0.19.0", 1, 0.95, 8192),
+    Case("29-v0190-llama31-8b-h100-tp1-mml16k.log", 0, "llama-3.1-8b", "H100 80GB", "0.19.0", 1, 0.95, 16384),
+    Case("30-v0190-llama31-8b-online-fp8-h100-tp1.log", 0, "llama-3.1-8b-fp8-online", "H100 80GB", "0.19.0", 1, 0.95,
+         8192),
+    Case("31-v0190-llama33-70b-fp8dyn-h100-tp2.log", 0, "llama-3.3-70b-fp8-dynamic", "H100 80GB", "0.19.0", 2, 0.95,
+         8192),
+    Case("32-v0190-llama33-70b-fp8dyn-h100-tp4.log", 0, "llama-3.3-70b-fp8-dynamic", "H100 80GB", "0.19.0", 4, 0.95,
+         8192),
+    Case("33-v0190-qwen25-7b-fp8dyn-h100-tp1.log", 0, "qwen2.5-7b-fp8-dynamic", "H100 80GB", "0.19.0", 1, 0.95, 8192),
+    Case("34-v0190-qwen25-7b-w8a8-h100-tp1.log", 0, "qwen2.5-7b-w8a8", "H100 80GB", "0.19.0", 1, 0.95, 8192),
+    Case("35-v0190-gpt-oss-20b-h100-tp2-util090.log", 0, "gpt-oss-20b", "H100 80GB", "0.19.0", 2, 0.9, 8192),
+    Case("36-v0190-llama4-scout-h100-tp4.log", 0, "llama-4-scout-17b-16e", "H100 80GB", "0.19.0", 4, 0.95, 8192),
+    # 37: another process held cuda:1 (60.33 of 79.19 GiB free), the free-memory check refused to start
     Case("37-v0190-llama4-scout-h100-tp4-free-memory-fail.log", 0, "llama-4-scout-17b-16e", "H100 80GB", "0.19.0", 4,
          0.95, 8192, free_gib=60.33, fails="free_memory"),
     # 40: the offline LLM class on an A100 40GB (a2-highgpu-1g), eager; its scheduler line states 8192 batched tokens
     # (LLM-class default below 70 GiB, with 256 sequences)
     Case("40-v0151-llama31-8b-a100-40gb-tp1-eager-offline.log", 0, "llama-3.1-8b", "A100 40GB", "0.15.1", 1, 0.9,
          131072, max_num_batched_tokens=8192, max_num_seqs=256, enforce_eager=True),
+    # 41: the card is not named (an 80 GB class, 79.25 GiB printed); the preset only stands for its size
+    Case("41-v065-phi4-autoround-gptq-int4-80gb-class-tp1-util015.log", 0, "phi-4-autoround-gptq-int4", "H100 80GB",
+         "0.6.5", 1, 0.15, 2048, total_gib=79.25, v1=False),
+    # 42: vllm serve defaults (util 0.9, the model's 40960 tokens) on one A100-SXM4-40GB
+    Case("42-v0191-qwen3-8b-a100-40gb-tp1.log", 0, "qwen3-8b", "A100 40GB", "0.19.1", 1, 0.9, 40960),
 )  # fmt: skip
-
-PENDING = "pending re-fit (branch s6-records-cases); LOO error with measured weights, as cased there: "
 
 SKIPS: tuple[Skip, ...] = (
     Skip("07-v083-3090-mp-util099.log", "model not stated in the excerpt (MoE WNA16 PR context)", True),
@@ -205,38 +224,6 @@ SKIPS: tuple[Skip, ...] = (
          "INT8 checkpoint not in the catalogue, GPU not stated"),
     Skip(P + "41-v06x-unknown-mp-v0-mml-fail-tokens.log", "model and GPU not stated"),
     Skip(P + "42-v0141-gpt-oss-120b-h100-tp1-ansi-prefix-weights.log", "weights only: no KV stated"),
-    # Cased on branch s6-records-cases (Case rows + the re-fitted DEFAULT): their measured rows move the fitted
-    # constants (per-graph cost 587614 -> 241420 B/layer, V1 non-torch base 0.21 -> 0.25 GiB, V0 base 0.25 -> 0.26 GiB),
-    # which breaks tests/core/test_profile_model.py::test_graph_pool_near_logged_pools (file 14's 3.45 GiB pool);
-    # re-fitting the graph term is the estimate's owner's call. The reason states each run's LOO error as cased there.
-    Skip("25-v0190-gemma-2-27b-it-h100-tp1.log",
-         PENDING + "+0.9%"),
-    Skip("26-v0190-gemma-2-9b-it-h100-tp1.log",
-         PENDING + "+0.3%"),
-    Skip("27-v0190-gemma-3-12b-it-h100-tp1-vision.log",
-         PENDING + "+0.8%"),
-    Skip("28-v0190-gemma-3-27b-it-h100-tp1-vision.log",
-         PENDING + "+2.1%"),
-    Skip("29-v0190-llama31-8b-h100-tp1-mml16k.log",
-         PENDING + "+0.2%"),
-    Skip("30-v0190-llama31-8b-online-fp8-h100-tp1.log",
-         PENDING + "+0.2%"),
-    Skip("31-v0190-llama33-70b-fp8dyn-h100-tp2.log",
-         PENDING + "+5.3%"),
-    Skip("32-v0190-llama33-70b-fp8dyn-h100-tp4.log",
-         PENDING + "+3.9%"),
-    Skip("33-v0190-qwen25-7b-fp8dyn-h100-tp1.log",
-         PENDING + "+0.2%"),
-    Skip("34-v0190-qwen25-7b-w8a8-h100-tp1.log",
-         PENDING + "+0.2%"),
-    Skip("35-v0190-gpt-oss-20b-h100-tp2-util090.log",
-         PENDING + "+3.3%"),
-    Skip("36-v0190-llama4-scout-h100-tp4.log",
-         PENDING + "+13.9%"),
-    Skip("41-v065-phi4-autoround-gptq-int4-80gb-class-tp1-util015.log",
-         PENDING + "+0.8%"),
-    Skip("42-v0191-qwen3-8b-a100-40gb-tp1.log",
-         PENDING + "see branch s6-records-cases"),
     Skip("38-v0190-gpt-oss-20b-h100-tp1-sampler-oom-after-kv.log",
          "failed after KV sizing (58.47 GiB): CUDA OOM warming up the sampler with 1024 dummy requests, not a kind "
          "of failure the ledger models"),

@@ -57,12 +57,12 @@ class Calibration:
 # In-sample fit over the repository's logs (bench/bench_estimates_loo.py prints it; a test checks
 # it). Where a kind has no observation left (leave-one-out), the fit falls back to these values.
 DEFAULT = Calibration(
-    non_torch_v0=268435456,
-    non_torch_v1=225485783,
+    non_torch_v0=279172874,
+    non_torch_v1=268435456,
     non_torch_whole=375809638,
-    nccl_nvlink=2448131359,
+    nccl_nvlink=2437393941,
     nccl_pcie=0,
-    graph_bytes=689869,
+    graph_bytes=529439,
 )
 
 

@@ -29,7 +29,8 @@ tensors are those of the largest capture (its intermediates are freed back into 
 reused by every smaller capture): `pool = largest size × the dummy forward's per-token peak`. On
 top, each instantiated CUDA graph holds driver memory of its own (kernel nodes, parameters), not
 shared: `Calibration.graph_bytes` per CUDA graph (fitted, see calibration). The logged pools put
-it at 0.55–0.91 MiB a graph (`GRAPH_BYTES_RANGE_MIB`); counting a FULL graph as one graph (file
+it at 0.34–1.28 MiB a V1 graph (v0.19 H100 logs 0.34–0.72, v0.10–0.11 0.55–0.73, the v0.19.1 A100 log
+1.28) and 6.94 MiB a V0 whole-model graph (file 41) (`GRAPH_BYTES_RANGE_MIB`); counting a FULL graph as one graph (file
 18, 67 piecewise + 35 FULL sizes: 0.59 MiB a graph) rather than one per layer (which put file 18
 at +64 %) is the reading of the code above, checked on that one log.
 - Before v0.21 the row is what `capture_model` measured ("Graph capturing finished …, took X",
@@ -58,17 +59,27 @@ from app.core.versions import Version
 CudagraphMode = Literal["auto", "NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"]
 
 
-def capture_sizes(version: Version, v1: bool, max_num_seqs: int, max_num_batched_tokens: int) -> tuple[int, ...]:
-    """The batch sizes vLLM captures by default (see the module docstring)."""
+def max_capture_size(architecture: str | None, version: Version) -> int:
+    """The largest default capture size: 512, but 1024 for gpt-oss from its release (v0.10.1):
+    `GptOssForCausalLMConfig.verify_and_update_config` (vllm/model_executor/models/config.py, since
+    PR #22327, `de98252f4`, 2025-08-05) sets `max_cudagraph_capture_size = 1024` unless the user
+    set the capture sizes (file 35 logs PIECEWISE=83 (largest=1024))."""
+    return 1024 if architecture == "GptOssForCausalLM" and version >= (0, 10, 1) else 512
+
+
+def capture_sizes(
+    version: Version, v1: bool, max_num_seqs: int, max_num_batched_tokens: int, max_size: int = 512
+) -> tuple[int, ...]:
+    """The batch sizes vLLM captures by default (see the module docstring; `max_size` replaces 512)."""
     if not v1:
         top = next((s for s in [1, 2, 4, *range(8, 8193, 8)] if s >= max_num_seqs), 8192)
         return tuple(s for s in [1, 2, 4, *range(8, 8193, 8)] if s <= top)
     if version < (0, 10, 0):
         sizes = [1, 2, 4, *range(8, 513, 8)]
     elif version < (0, 11, 1):
-        sizes = [1, 2, 4, *range(8, min(2 * max_num_seqs, 512) + 1, 8)]
+        sizes = [1, 2, 4, *range(8, min(2 * max_num_seqs, max_size) + 1, 8)]
     else:
-        top = min(2 * max_num_seqs, 512, max_num_batched_tokens)
+        top = min(2 * max_num_seqs, max_size, max_num_batched_tokens)
         sizes = [s for s in (1, 2, 4) if s <= top]
         sizes += list(range(8, min(top + 1, 256), 8)) if top >= 8 else []
         sizes += list(range(256, top + 1, 16)) if top >= 256 else []
@@ -91,7 +102,7 @@ def resolved_mode(version: Version, v1: bool, mode: CudagraphMode, enforce_eager
 MIB = 1024**2
 # Driver memory per CUDA graph that the logged pools imply (bench/bench_estimates_loo.py
 # `graph_observation`: files 14, 15, 18 and public/40); a test keeps it equal to the observations.
-GRAPH_BYTES_RANGE_MIB = (0.55, 0.91)
+GRAPH_BYTES_RANGE_MIB = (0.34, 6.94)
 
 
 @dataclass(frozen=True)
@@ -117,13 +128,14 @@ def _vllm_estimate(pool: dict[str, int], per_size: dict[str, int], counts: dict[
 def graph_terms(
     version: Version, v1: bool, mode: CudagraphMode, enforce_eager: bool, max_num_seqs: int,
     max_num_batched_tokens: int, layers_on_rank: int, forward_bytes_per_token: int, cal: Calibration,
+    max_size: int = 512,
 ) -> GraphTerms:  # fmt: skip
     """The CUDA-graph row on one rank (see the module docstring)."""
     mode = resolved_mode(version, v1, mode, enforce_eager)
     if mode == "NONE":
         why = "enforce_eager" if enforce_eager else "cudagraph_mode NONE"
         return GraphTerms("NONE", 0, 0, 0, 0, 0, 0, 0, f"no CUDA graphs ({why})")
-    sizes = capture_sizes(version, v1, max_num_seqs, max_num_batched_tokens)
+    sizes = capture_sizes(version, v1, max_num_seqs, max_num_batched_tokens, max_size)
     decode = tuple(s for s in sizes if s <= max_num_seqs)
     piecewise = len(sizes) if mode in ("PIECEWISE", "FULL_AND_PIECEWISE") else 0
     full_sizes = {"FULL": sizes, "FULL_DECODE_ONLY": decode, "FULL_AND_PIECEWISE": decode}.get(mode, ())

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from app.core import weights
 from app.core.calibration import DEFAULT, Calibration
-from app.core.cudagraphs import CudagraphMode, GraphTerms, graph_terms
+from app.core.cudagraphs import CudagraphMode, GraphTerms, graph_terms, max_capture_size
 from app.core.kvspec import pp_layer_split
 from app.core.ledger import Cell, RankInput
 from app.core.nontorch import Interconnect, non_torch_terms
@@ -137,6 +137,7 @@ def cuda_graph_terms(shape: ModelShape, ctx: EstimateContext) -> GraphTerms:
     return graph_terms(
         ctx.rules.version, ctx.uses_v1, ctx.cudagraph_mode, ctx.enforce_eager, ctx.max_num_seqs,
         ctx.max_num_batched_tokens, layers, sharded + unsharded, ctx.calibration,
+        max_capture_size(shape.architecture, ctx.rules.version),
     )  # fmt: skip
 
 
