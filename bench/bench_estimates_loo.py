@@ -175,7 +175,9 @@ def observations(case: Case) -> list[Observation]:
     # checkpoint, not of the base the constant stands for (public/43: 4.09 GiB), so it is not fitted on.
     repacked = whole and _quantized(case.model)
     if m.non_torch is not None and not repacked:
-        if not nccl_counted or case.interconnect == "pcie":
+        if world > 1 and not nccl_counted and case.interconnect != "pcie":
+            out.append(Observation("nccl_lazy_nvlink", m.non_torch, case.log, "v1"))  # after the snapshot
+        elif not nccl_counted or case.interconnect == "pcie":
             out.append(Observation(base_kind, m.non_torch, case.log))  # PCIe: pooled with the base
         else:
             engine = "whole" if whole else "v1" if ctx.uses_v1 else "v0"

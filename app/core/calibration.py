@@ -24,6 +24,14 @@ driver and libraries take outside torch's allocator:
   observations* (not over the in-sample value, so leave-one-out leaks nothing). On PCIe the excess
   was nil on every log (file 14: 0.015 GiB at TP8; public/39 and file 07 below their base), so
   PCIe multi-rank rows are pooled into the base observations and `nccl_pcie` stays 0.
+- `nccl_lazy_nvlink`: from PR #25359 the init snapshot holds the communicators as set up (v0.19 TP2/TP4
+  H100 logs: init non-torch 1.51–2.05 GiB against 0.51 GiB at TP1), yet the profile run still adds
+  ~1.8–2.0 GiB of non-torch memory at TP > 1 that TP1 runs do not show (files 31, 32, 35, 36, 52,
+  53). What vLLM allocates after the snapshot at TP > 1 is the FlashInfer all-reduce+RMSNorm
+  fusion workspace (compile time, see app.core.nontorch) and whatever NCCL connects lazily on the
+  first large collectives of the dummy forward; the second is NCCL's, not vLLM's, code, so the
+  term is fitted: the median excess of those rows over the V1 base fitted on the same
+  observations. PCIe boxes: no log, `nccl_pcie` is used (nil on every PCIe log before v0.11).
 - `graph_bytes`: driver memory of one instantiated CUDA graph (its kernel nodes and parameters),
   beyond the pool the graphs share (app.core.cudagraphs counts the graphs from vLLM's code:
   `layers + 1` per piecewise size, one per FULL size). Fitted as the median, over the logs that
@@ -52,6 +60,7 @@ class Calibration:
     nccl_nvlink: int
     nccl_pcie: int
     graph_bytes: int
+    nccl_lazy_nvlink: int = 0
 
 
 # In-sample fit over the repository's logs (bench/bench_estimates_loo.py prints it; a test checks
@@ -63,6 +72,7 @@ DEFAULT = Calibration(
     nccl_nvlink=2437393941,
     nccl_pcie=0,
     graph_bytes=529439,
+    nccl_lazy_nvlink=2024003338,
 )
 
 
@@ -71,6 +81,7 @@ class Observation:
     """One measured row that a constant is fitted on (bytes, plus what it depends on)."""
 
     # "non_torch_base_v0" | "non_torch_base_v1" | "non_torch_whole" | "nccl_nvlink" | "nccl_pcie" | "graph"
+    # | "nccl_lazy_nvlink" (engine "v1")
     kind: str
     value: int
     source: str
@@ -92,6 +103,7 @@ def fit(observations: Iterable[Observation], fallback: Calibration = DEFAULT) ->
     whole = _median(by.get("non_torch_whole", []), max(v0, v1))
     base = {"v0": v0, "v1": v1, "whole": whole}
     nvlink = [max(0, o.value - base.get(o.engine, 0)) for o in observations if o.kind == "nccl_nvlink"]
+    lazy = [max(0, o.value - base.get(o.engine, 0)) for o in observations if o.kind == "nccl_lazy_nvlink"]
     return Calibration(
         non_torch_v0=v0,
         non_torch_v1=v1,
@@ -99,4 +111,5 @@ def fit(observations: Iterable[Observation], fallback: Calibration = DEFAULT) ->
         nccl_nvlink=_median(nvlink, fallback.nccl_nvlink),
         nccl_pcie=_median(by.get("nccl_pcie", []), fallback.nccl_pcie),
         graph_bytes=_median(by.get("graph", []), fallback.graph_bytes),
+        nccl_lazy_nvlink=_median(lazy, fallback.nccl_lazy_nvlink),
     )

@@ -72,11 +72,38 @@ def non_torch_terms(
     if world <= 1:
         return NonTorchTerms(base, 0, f"{what} (fitted constant, see calibration)")
     if not snapshot_before_communicators(version, v1):
-        return NonTorchTerms(
-            base, 0, "NCCL buffers are in the init snapshot since PR #25359 (v0.11): not counted against KV"
-        )
+        return after_snapshot_terms(base, interconnect, cal)
     link = "nvlink" if interconnect == "unknown" else interconnect
     comm = cal.nccl_nvlink if link == "nvlink" else cal.nccl_pcie
     assumed = " (interconnect not given: NVLink assumed, the larger)" if interconnect == "unknown" else ""
     note = f"NCCL/custom all-reduce buffers counted before PR #25359, {link}{assumed}"
+    return NonTorchTerms(base, comm, note)
+
+
+def after_snapshot_terms(base: int, interconnect: Interconnect, cal: Calibration) -> NonTorchTerms:
+    """TP > 1 on V1 from PR #25359 (v0.11): what lands after the init snapshot.
+
+    The snapshot (vllm/v1/worker/gpu_worker.py `init_device`, after
+    `init_worker_distributed_environment`) holds the communicators as set up, but two allocations
+    come later, during the profile run, outside torch's allocator:
+    - the FlashInfer all-reduce+RMSNorm fusion workspace: `AllReduceFusionPass.__init__`
+      (vllm/compilation/passes/fusion/allreduce_rms_fusion.py @4dd49b06f, v0.19) runs while the
+      model is compiled; `enable_allreduce_rms_fusion` (vllm/config/vllm.py) turns it on by default
+      at TP > 1 on SM90/SM100 with PP = DP = 1 (the v0.19 H100 logs print `fuse_allreduce_rms: True`
+      at TP2/TP4 only). Its size is `FI_ALLREDUCE_FUSION_MAX_SIZE_MB[capability][tp]` (SM90:
+      64/2/0.5 MB at TP2/4/8) times about 4 (FlashInfer's trtllm IPC workspace: one buffer and a
+      3× Lamport buffer of `tp × max_token_num × hidden × 2` bytes): ~0.5 GiB at TP2, ~32 MiB at TP4;
+    - NCCL's lazily connected channel/NVLS buffers for the dummy forward's first large all-reduce
+      (NCCL's code, not vLLM's: not derivable here).
+    The logs do not show the workspace's TP dependence (TP2 2.07–2.10 GiB, TP4 2.17–2.21 GiB of
+    non-torch on H100), so the whole excess is one fitted constant (`Calibration.nccl_lazy_nvlink`,
+    scored leave-one-out); PCIe boxes take `nccl_pcie` (no log after v0.11 measures them).
+    """
+    link = "nvlink" if interconnect == "unknown" else interconnect
+    comm = cal.nccl_lazy_nvlink if link == "nvlink" else cal.nccl_pcie
+    assumed = " (interconnect not given: NVLink assumed, the larger)" if interconnect == "unknown" else ""
+    note = (
+        "communicators are in the init snapshot since PR #25359 (v0.11); the all-reduce fusion workspace and "
+        f"NCCL buffers connected during the profile run are not: fitted excess, {link}{assumed}"
+    )
     return NonTorchTerms(base, comm, note)

@@ -153,7 +153,9 @@ def test_non_torch_snapshot_rule() -> None:
     unknown = non_torch_terms(v("0.10.2"), True, 2, "unknown", DEFAULT)
     pcie = non_torch_terms(v("0.10.2"), True, 2, "pcie", DEFAULT)
     assert unknown.total >= pcie.total and "NVLink assumed" in unknown.note  # conservative
-    assert non_torch_terms(v("0.11.0"), True, 8, "nvlink", DEFAULT).communicators == 0
+    after = non_torch_terms(v("0.11.0"), True, 8, "nvlink", DEFAULT)  # lazily connected, after the snapshot
+    assert after.communicators == DEFAULT.nccl_lazy_nvlink and "PR #25359" in after.note
+    assert non_torch_terms(v("0.11.0"), True, 8, "pcie", DEFAULT).communicators == DEFAULT.nccl_pcie
     assert non_torch_terms(v("0.10.2"), True, 1, "nvlink", DEFAULT).communicators == 0
 
 
