@@ -19,11 +19,11 @@ from app.core.calibration import DEFAULT
 # log (which moves a median of a dozen runs by about half a point) does not by itself.
 LOO_MEDIAN_THRESHOLD = 0.03
 # The worst-case target (≤ 15 %) over the runs that state their inputs, with the weights they log
-# (RESULTS-estimates.md: 13.1 %, public/28); the estimated-weights worst (file 18) is not met.
+# (RESULTS-estimates.md: 13.5 %, public/28); the estimated-weights worst (file 18, 18.4 %) is not met.
 LOO_WORST_THRESHOLD = 0.15
-# Start-up failures predicted over every case (bench/RESULTS-estimates.md): 6 of 7; public/43 (Qwen2.5-72B GPTQ on
+# Start-up failures predicted over every case (bench/RESULTS-estimates.md): 7 of 8; public/43 (Qwen2.5-72B GPTQ on
 # v0.6.4.post1) is missed: 4.09 GiB of whole-device non-torch memory the model does not count.
-FAILURES_PREDICTED = 6
+FAILURES_PREDICTED = 7
 
 
 def test_every_real_log_is_scored_or_has_a_reason() -> None:
@@ -43,7 +43,7 @@ def test_start_up_failures_predicted() -> None:
     rows = evaluate("measured")
     failures = [r for r in rows if r["fails"]]
     predicted = [r for r in failures if not r["predicted_start"]]
-    assert len(failures) >= 7 and len(predicted) >= FAILURES_PREDICTED, [r["case"] for r in failures]
+    assert len(failures) >= 8 and len(predicted) >= FAILURES_PREDICTED, [r["case"] for r in failures]
     # no run that started is predicted to fail
     assert all(r["predicted_start"] for r in rows if not r["fails"] and r["logged_kv"])
 
