@@ -63,6 +63,16 @@ def _not_starting_kpis(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def _concurrency_text(result: Mapping[str, Any]) -> str:
+    """vLLM's "%.2fx" of the unrounded ratio (the core's explanation formats it so): the JSON's
+    4-decimal value rounded again to 2 would print 2.83 for 2.82495 (2.825 in the JSON)."""
+    explained = _explain(result, "max_concurrency_at_max_model_len")
+    text = str(explained.get("result", "")) if explained else ""
+    if text.endswith("x"):
+        return text[:-1] + "×"
+    return f"{ratio(result.get('max_concurrency_at_max_model_len'), 2)}×"
+
+
 def _explain(result: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
     entry = (result.get("explain") or {}).get(key)
     return entry if isinstance(entry, Mapping) else None
@@ -109,7 +119,7 @@ def admission(result: Mapping[str, Any]) -> list[AdmissionRow]:
         row("binding_rank", "Binding rank", str(result.get("binding_rank")),
             note=result.get("binding_reason") or "The rank with the fewest KV blocks sets every rank's count."),
         row("max_concurrency_at_max_model_len", "vLLM max concurrency at max_model_len",
-            f"{ratio(result.get('max_concurrency_at_max_model_len'), 2)}×", badge="derived"),
+            _concurrency_text(result), badge="derived"),
         row("vllm_kv_cache_size_tokens", "vLLM \u201cGPU KV cache size\u201d",
             f"{intcomma(result['vllm_kv_cache_size_tokens'])} tokens", badge="derived"),
         row("fits_max_model_len", "One max_model_len request fits", "yes" if fits else "no",
