@@ -133,6 +133,16 @@
   }
   document.addEventListener("htmx:load", scheduleDraw);
 
+  // A plan-form response brings out-of-band only the field errors it has (plan.html): empty every
+  // error slot of the form first, in the same task as the swap, so a fixed field's message goes.
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var form = event.detail.requestConfig ? event.detail.requestConfig.elt : null;  // who asked (the target is #results)
+    if (!event.detail.shouldSwap || !form || form.id !== "plan-form") { return; }
+    Array.prototype.forEach.call(form.querySelectorAll(".field-error"), function (slot) {
+      if (slot.textContent !== "") { slot.textContent = ""; }
+    });
+  });
+
   // The chart library (the page names it in <meta name="kvledger-charts">) loads after the first
   // paint: numbers and tables are readable before any chart code is fetched or run.
   var chartsRequested = false;
@@ -147,10 +157,25 @@
     document.head.appendChild(script);
   }
 
+  // After the first paint as the browser reports it (the Paint Timing entry, which Chromium records
+  // when the frame is presented, later than the frame's own callbacks); where that is not
+  // observable, after the first frame. A fallback timer covers a page that is never painted.
+  function afterFirstPaint(callback) {
+    var called = false;
+    var once = function () { if (!called) { called = true; callback(); } };
+    var types = window.PerformanceObserver && PerformanceObserver.supportedEntryTypes;
+    if (types && types.indexOf("paint") >= 0) {
+      new PerformanceObserver(function (list, observer) { observer.disconnect(); once(); })
+        .observe({ type: "paint", buffered: true });
+      setTimeout(once, 3000);
+    } else {
+      window.requestAnimationFrame(function () { setTimeout(once, 0); });
+    }
+  }
+
   function start() {
     document.documentElement.classList.add("js");
-    // requestAnimationFrame runs just before the next paint; the timeout after it, once painted.
-    window.requestAnimationFrame(function () { setTimeout(loadChartLibrary, 0); });
+    afterFirstPaint(loadChartLibrary);
     drawCharts(document);
     Array.prototype.forEach.call(document.querySelectorAll("input[data-output]"), showValue);
   }
