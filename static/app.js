@@ -7,11 +7,22 @@
   var PLOT_CONFIG = { displaylogo: false, responsive: true, showSendToCloud: false, showEditInChartStudio: false,
                       modeBarButtonsToRemove: ["lasso2d", "select2d"] };
 
+  // A drag's stale position: htmx has already sent the plan form's newer request (hx-sync queue
+  // last), and a chart was redrawn less than one redraw's cost ago. Its redraw is skipped so the
+  // newest position draws sooner; the chart still redraws at least every other redraw's time, and
+  // always for the last response (nothing newer in flight).
+  var lastDraw = { end: -Infinity, cost: 0 };
+  function staleDuringDrag() {
+    var form = document.getElementById("plan-form");
+    return !!form && form.classList.contains("htmx-request") && performance.now() - lastDraw.end < lastDraw.cost;
+  }
+
   // Only a chart whose figure changed is redrawn: a preserved chart (hx-preserve) keeps its element
   // across swaps, so the text it was last drawn from says whether the new fragment moved it.
   function drawCharts(root) {
     if (!window.Plotly) { return; }
     var charts = root.querySelectorAll ? root.querySelectorAll("[data-chart]") : [];
+    var skip = staleDuringDrag();
     Array.prototype.forEach.call(charts, function (el) {
       var source = document.getElementById(el.getAttribute("data-chart"));
       if (!source) { return; }
@@ -21,11 +32,14 @@
         if (el.getAttribute("data-drawn") !== version) { el.setAttribute("data-drawn", version); }
         return;
       }
+      if (skip) { return; }
       el.kvDrawnFrom = text;
       var figure = JSON.parse(text);
+      var begin = performance.now();
       window.Plotly.react(el, figure.data, figure.layout, PLOT_CONFIG).then(function () {
         el.setAttribute("data-drawn", version);
       });
+      lastDraw = { end: performance.now(), cost: performance.now() - begin };
     });
   }
 
@@ -132,6 +146,8 @@
     window.queueMicrotask(function () { pending = false; drawCharts(document); });
   }
   document.addEventListener("htmx:load", scheduleDraw);
+  // a chart skipped as stale is drawn when the newer request ends, whatever its outcome
+  document.addEventListener("htmx:afterRequest", scheduleDraw);
 
   // A plan-form response brings out-of-band only the field errors it has (plan.html): empty every
   // error slot of the form first, in the same task as the swap, so a fixed field's message goes.

@@ -75,3 +75,36 @@ def test_a_tick_takes_no_history_snapshot(page: Any) -> None:
     page.wait_for_url("**util=0.8**")
     assert page.evaluate("() => window.__snapshots") == 0
     assert page.evaluate("() => sessionStorage.getItem('htmx-history-cache')") is None
+
+
+BURST = """values => new Promise(resolve => {
+  const input = document.getElementById("f-util");
+  let i = 0;
+  const step = () => {
+    input.value = values[i];
+    input.dispatchEvent(new Event("input", {bubbles: true}));
+    i += 1;
+    if (i < values.length) { setTimeout(step, 5); } else { resolve(); }
+  };
+  step();
+})"""
+
+CONSISTENT = """() => {
+  const chart = document.getElementById("chart-pool"), data = document.getElementById("chart-pool-data");
+  return !document.querySelector("#plan-form.htmx-request") && chart.getAttribute("data-drawn") === data.dataset.version
+    && JSON.stringify(chart.data.map(t => t.y)) === JSON.stringify(JSON.parse(data.textContent).data.map(t => t.y));
+}"""
+
+
+def test_a_burst_ends_with_the_chart_of_the_numbers_shown_even_when_the_last_request_fails(page: Any) -> None:
+    """A drag may skip a stale position's redraw while a newer request is in flight; whatever the
+    timing, the chart ends drawn from the fragment on screen, also when that newer request fails."""
+    _open(page)
+    values = [f"{0.60 + k / 100:.2f}" for k in range(12)]
+    page.route("**/plan?*util=0.71*", lambda route: route.abort())
+    page.evaluate(BURST, values)
+    page.wait_for_function(CONSISTENT)
+    page.unroute("**/plan?*util=0.71*")
+    page.evaluate(BURST, ["0.55", "0.54", "0.53"])
+    page.wait_for_url("**util=0.53**")
+    page.wait_for_function(CONSISTENT)
