@@ -22,7 +22,7 @@ def test_concurrency_is_rounded_once() -> None:
 
 
 def test_the_unrounded_value_wins_over_the_json_rounding() -> None:
-    from app.web.plan.present import _concurrency_text
+    from app.web.plan.admission_panel import _concurrency_text
 
     explained = {"max_concurrency_at_max_model_len": 2.825,
                  "explain": {"max_concurrency_at_max_model_len": {"result": f"{2.824951171875:.2f}x"}}}  # fmt: skip
