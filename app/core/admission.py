@@ -15,7 +15,9 @@ sizes the available bytes as ``override × bytes per block`` (``get_kv_cache_con
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import overload
 
 from app.core.kvrank import concurrency as max_concurrency
 from app.core.kvspec import RankKV
@@ -49,7 +51,7 @@ class RankAdmission:
 
 @dataclass(frozen=True, slots=True)
 class Admission:
-    ranks: tuple[RankAdmission, ...]
+    ranks: Sequence[RankAdmission]
     binding_rank: str | None
     binding_reason: str
     blocks: int
@@ -77,42 +79,80 @@ def schedulable(tokens: int, growth_reserve: float) -> int:
     return tokens * (den - num) // den
 
 
-def _rank_blocks(
-    kv_by_rank: tuple[tuple[str, int], ...], rkv: RankKV, policy: AdmissionPolicy
-) -> list[tuple[str, int, int]]:
-    """(label, bytes the check sees, blocks) per rank, after ``num_gpu_blocks_override``."""
+class RankAdmissions(Sequence[RankAdmission]):
+    """Every rank's blocks, tokens and stranded bytes, each `RankAdmission` made when asked for."""
+
+    __slots__ = ("_rkv", "binding_label", "blocks", "floor_kv", "kv_bytes", "labels")
+
+    def __init__(self, labels: Sequence[str], kv_bytes: Sequence[int], blocks: Sequence[int], floor_kv: int,
+                 binding_label: str | None, rkv: RankKV) -> None:  # fmt: skip
+        self.labels, self.kv_bytes, self.blocks, self.floor_kv = labels, kv_bytes, blocks, floor_kv
+        self.binding_label, self._rkv = binding_label, rkv
+
+    def __len__(self) -> int:
+        return len(self.kv_bytes)
+
+    @overload
+    def __getitem__(self, i: int) -> RankAdmission: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[RankAdmission]: ...
+    def __getitem__(self, i: int | slice) -> RankAdmission | Sequence[RankAdmission]:
+        if isinstance(i, slice):
+            return tuple(self[j] for j in range(*i.indices(len(self))))
+        label, kv, blocks, floor_kv = self.labels[i], self.kv_bytes[i], self.blocks[i], self.floor_kv
+        return RankAdmission(label, kv, blocks, self._rkv.tokens_for_blocks(blocks), self._rkv.raw_tokens(kv),
+                             kv - floor_kv if kv > floor_kv else 0, label == self.binding_label)  # fmt: skip
+
+    def __iter__(self) -> Iterator[RankAdmission]:
+        for i in range(len(self.kv_bytes)):
+            yield self[i]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and tuple(self) == tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"RankAdmissions({len(self)} ranks)"
+
+
+def _rank_blocks(kvs: Sequence[int], rkv: RankKV, policy: AdmissionPolicy) -> tuple[Sequence[int], Sequence[int]]:
+    """(bytes the check sees, blocks) per rank, after ``num_gpu_blocks_override``; blocks as
+    ``RankKV.blocks_for`` (vLLM ``get_num_blocks``)."""
     override = policy.num_gpu_blocks_override
-    if override is None:
-        return [(label, kv, rkv.blocks_for(kv)) for label, kv in kv_by_rank]
-    if policy.override_in_check:  # get_kv_cache_configs: available = override × bytes per block (≥ v0.21)
-        return [(label, override * rkv.page_bytes, override) for label, _ in kv_by_rank]
-    return [(label, kv, override) for label, kv in kv_by_rank]
+    if override is not None:
+        blocks = [override] * len(kvs)
+        if policy.override_in_check:  # get_kv_cache_configs: available = override × bytes per block (≥ v0.21)
+            return [override * rkv.page_bytes] * len(kvs), blocks
+        return kvs, blocks
+    if rkv.page_bytes <= 0:
+        return kvs, [0] * len(kvs)
+    per_layer, group = rkv.page_bytes_per_layer, rkv.group_size
+    return kvs, [kv // per_layer // group if kv > 0 else 0 for kv in kvs]
+
+
+def _binding(labels: Sequence[str], kvs: Sequence[int], blocks: Sequence[int]) -> tuple[str | None, int, int]:
+    """The first rank with the fewest blocks and, among those, the least KV: (label, kv, blocks)."""
+    if not blocks:
+        return None, 0, 0
+    fewest = min(blocks)
+    i = min((i for i, b in enumerate(blocks) if b == fewest), key=kvs.__getitem__)
+    return labels[i], kvs[i], fewest
 
 
 def admit(kv_by_rank: tuple[tuple[str, int], ...], rkv: RankKV, policy: AdmissionPolicy) -> Admission:
     """Blocks and tokens per rank, the binding rank, and the group's admission limits."""
-    tokens_for = rkv.tokens_for_blocks
-    blocks_by_rank = _rank_blocks(kv_by_rank, rkv, policy)
-    binding_label: str | None = None
-    min_kv = min_blocks = 0
-    for label, kv, blocks in blocks_by_rank:
-        if binding_label is None or blocks < min_blocks or (blocks == min_blocks and kv < min_kv):
-            binding_label, min_kv, min_blocks = label, kv, blocks
+    adm = admit_columns([label for label, _ in kv_by_rank], [kv for _, kv in kv_by_rank], rkv, policy)
+    return replace(adm, ranks=tuple(adm.ranks))
+
+
+def admit_columns(labels: Sequence[str], kvs: Sequence[int], rkv: RankKV, policy: AdmissionPolicy) -> Admission:
+    """`admit` over columns (labels and KV bytes per rank); `ranks` made on demand."""
+    kvs, blocks = _rank_blocks(kvs, rkv, policy)
+    binding_label, min_kv, min_blocks = _binding(labels, kvs, blocks)
     floor_kv = max(0, min_kv)
-    ranks = tuple(
-        [
-            RankAdmission(
-                label,
-                kv,
-                blocks,
-                tokens_for(blocks),
-                rkv.raw_tokens(kv),
-                kv - floor_kv if kv > floor_kv else 0,
-                label == binding_label,
-            )
-            for label, kv, blocks in blocks_by_rank
-        ]
-    )
+    ranks = RankAdmissions(labels, kvs, blocks, floor_kv, binding_label, rkv)
     tokens = rkv.tokens_for_blocks(min_blocks)
     sched = schedulable(tokens, policy.growth_reserve)
     ceiling = sched // policy.avg_live_tokens if policy.avg_live_tokens else None
@@ -128,7 +168,7 @@ def admit(kv_by_rank: tuple[tuple[str, int], ...], rkv: RankKV, policy: Admissio
     return Admission(
         ranks=ranks,
         binding_rank=binding_label,
-        binding_reason=_reason(ranks, binding_label, min_blocks),
+        binding_reason=_reason(labels, blocks, binding_label, min_blocks),
         blocks=min_blocks,
         tokens=tokens,
         raw_tokens=rkv.raw_tokens(min_kv),
@@ -142,7 +182,7 @@ def admit(kv_by_rank: tuple[tuple[str, int], ...], rkv: RankKV, policy: Admissio
         per_request_bytes=per_req_bytes,
         fits_max_model_len=fits,
         largest_max_model_len=rkv.largest_max_model_len(check_kv, policy.max_num_batched_tokens),
-        stranded_bytes=sum(r.stranded_bytes for r in ranks),
+        stranded_bytes=sum([kv - floor_kv for kv in kvs if kv > floor_kv]),
         usable_blocks=usable,
         servable_max_model_len=fits and per_req_blocks <= usable,
         null_block_in_check=policy.null_block_in_check,
@@ -159,12 +199,12 @@ def _binding_limit(fits: bool, ceiling: int | None, max_num_seqs: int) -> tuple[
     return "max_num_seqs", max_num_seqs
 
 
-def _reason(ranks: tuple[RankAdmission, ...], label: str | None, min_blocks: int) -> str:
+def _reason(labels: Sequence[str], blocks: Sequence[int], label: str | None, min_blocks: int) -> str:
     if label is None:
         return "no ranks"
-    if len(ranks) == 1:
+    if len(labels) == 1:
         return f"rank {label} is the only rank: {min_blocks:,} blocks"
-    others = [r.blocks for r in ranks if r.label != label]
+    others = [b for lb, b in zip(labels, blocks, strict=True) if lb != label]
     if all(b == min_blocks for b in others):
         return f"all ranks have {min_blocks:,} blocks; rank {label} is the first with the fewest"
     return (

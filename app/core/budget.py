@@ -7,8 +7,9 @@ whole pages; stranded_i = safe_i − uniform. Ranks are never summed.
 
 from __future__ import annotations
 
-import statistics
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import overload
 
 from app.core.kvspec import RankKV
 
@@ -32,34 +33,85 @@ class UniformBudget:
     max_bytes: int
     min_over_median: float | None
     binding_rank: str
-    ranks: tuple[RankBudget, ...]
+    ranks: Sequence[RankBudget]
     flag: str
+
+
+class RankBudgets(Sequence[RankBudget]):
+    """Every rank's room, safe and stranded bytes, each `RankBudget` made when asked for."""
+
+    __slots__ = ("labels", "reserve", "rooms", "uniform")
+
+    def __init__(self, labels: Sequence[str], rooms: Sequence[int], reserve: int, uniform: int) -> None:
+        self.labels, self.rooms, self.reserve, self.uniform = labels, rooms, reserve, uniform
+
+    def __len__(self) -> int:
+        return len(self.rooms)
+
+    @overload
+    def __getitem__(self, i: int) -> RankBudget: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[RankBudget]: ...
+    def __getitem__(self, i: int | slice) -> RankBudget | Sequence[RankBudget]:
+        if isinstance(i, slice):
+            return tuple(self[j] for j in range(*i.indices(len(self))))
+        room = self.rooms[i]
+        safe = room - self.reserve
+        return RankBudget(self.labels[i], room, safe, safe - self.uniform if safe > self.uniform else 0)
+
+    def __iter__(self) -> Iterator[RankBudget]:
+        for i in range(len(self.rooms)):
+            yield self[i]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and tuple(self) == tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"RankBudgets({len(self)} ranks)"
 
 
 def uniform_budget(rooms: tuple[tuple[str, int], ...], reserve_bytes: int, rkv: RankKV) -> UniformBudget | None:
     """The largest per-GPU KV size every rank can hold with its reserve, or None with no ranks."""
+    budget = uniform_budget_columns([label for label, _ in rooms], [room for _, room in rooms], reserve_bytes, rkv)
+    return None if budget is None else replace(budget, ranks=tuple(budget.ranks))
+
+
+def uniform_budget_columns(
+    labels: Sequence[str], rooms: Sequence[int], reserve_bytes: int, rkv: RankKV
+) -> UniformBudget | None:
+    """`uniform_budget` over columns (labels and KV rooms per rank); `ranks` made on demand."""
     if not rooms:
         return None
-    safes = [(label, room, room - reserve_bytes) for label, room in rooms]
-    binding_label, _, min_safe = min(safes, key=lambda s: s[2])
+    low = min(rooms)
+    binding_label = labels[rooms.index(low)]  # the first with the least safe bytes (safe = room − reserve)
+    min_safe = low - reserve_bytes
     page = rkv.page_bytes
     uniform = max(0, min_safe) // page * page if page > 0 else max(0, min_safe)
     blocks = rkv.blocks_for(uniform)
-    ranks = tuple(
-        [RankBudget(label, room, safe, safe - uniform if safe > uniform else 0) for label, room, safe in safes]
-    )
-    values = [s for _, _, s in safes]
-    median = statistics.median(values)
+    over = uniform + reserve_bytes  # safe > uniform ⇔ room > uniform + reserve
+    median = _median_minus(sorted(rooms), reserve_bytes)
     return UniformBudget(
         kv_cache_memory_bytes=uniform,
         blocks=blocks,
         tokens=rkv.tokens_for_blocks(blocks),
-        stranded_bytes=sum(r.stranded_bytes for r in ranks),
-        min_bytes=min(values),
+        stranded_bytes=sum([room - over for room in rooms if room > over]),
+        min_bytes=min_safe,
         median_bytes=int(median),
-        max_bytes=max(values),
-        min_over_median=(min(values) / median) if median > 0 else None,
+        max_bytes=max(rooms) - reserve_bytes,
+        min_over_median=(min_safe / median) if median > 0 else None,
         binding_rank=binding_label,
-        ranks=ranks,
+        ranks=RankBudgets(labels, rooms, reserve_bytes, uniform),
         flag=f"--kv-cache-memory-bytes {uniform}",
     )
+
+
+def _median_minus(ordered: list[int], reserve: int) -> float | int:
+    """``statistics.median([r − reserve for r in rooms])`` from the sorted rooms (the same value:
+    subtracting a constant keeps the order, and the mean of the two middle values is taken the same way)."""
+    n = len(ordered)
+    if n % 2 == 1:
+        return ordered[n // 2] - reserve
+    return ((ordered[n // 2 - 1] - reserve) + (ordered[n // 2] - reserve)) / 2

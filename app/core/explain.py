@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from app.core.explain_tiers import dp_entries, prefix_entries, tier_entries
 from app.core.kvrank import RankKV
 from app.core.layers import ATTENTION_KINDS
-from app.core.ledger import Cell
+from app.core.ledger import Cell, RankLedger
+from app.core.rank_columns import index_of
 from app.core.units import decimal_ratio, fmt_bytes
 
 if TYPE_CHECKING:
@@ -76,8 +77,8 @@ def _tokens_expr(rkv: RankKV, blocks: int) -> tuple[str, str]:
 
 
 def _budget_entries(result: PlanResult) -> JSON:
-    adm, plan = result.admission, result.plan
-    binding = next((lg for lg in result.ledgers if lg.label == adm.binding_rank), None)
+    plan = result.plan
+    binding = _binding_ledger(result)
     if binding is None or binding.requested is None or plan.engine.kv_cache_memory_bytes is not None:
         return {}
     rows = [binding.weights, binding.non_torch, binding.activation]
@@ -104,9 +105,15 @@ def _budget_entries(result: PlanResult) -> JSON:
     }
 
 
+def _binding_ledger(result: PlanResult) -> RankLedger | None:
+    """The first rank labelled as the binding rank (one ledger made, not one per rank)."""
+    index = index_of(result.ledgers, result.admission.binding_rank)
+    return None if index is None else result.ledgers[index]
+
+
 def _lora_entries(result: PlanResult, label: str) -> JSON:
     """The LoRA slots on the binding rank as the sum of its wrapped modules (app.core.lora)."""
-    index = next((i for i, lg in enumerate(result.ledgers) if lg.label == label), None)
+    index = index_of(result.ledgers, label)
     extra = result.extras[index] if index is not None and index < len(result.extras) else None
     if extra is None or extra.lora_bytes is None:
         return {}
@@ -254,9 +261,10 @@ def _admission_entries(result: PlanResult, kv_inputs: str) -> JSON:
 def explain(result: PlanResult) -> JSON:
     """Every headline number as formula, values plugged in, result, and measured/estimated."""
     adm = result.admission
-    binding = next((lg for lg in result.ledgers if lg.label == adm.binding_rank), None)
+    binding = _binding_ledger(result)
     kv_inputs = _inputs(binding.kv) if binding else "estimated"
-    binding_kv = next((r.kv_bytes for r in adm.ranks if r.binding), 0)
+    first = index_of(result.ledgers, adm.binding_rank)  # the first rank with the binding label
+    binding_kv = adm.ranks[first].kv_bytes if first is not None else 0
     out = {
         **_budget_entries(result),
         **_geometry_entries(result, kv_inputs, binding_kv),

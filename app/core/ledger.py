@@ -215,6 +215,8 @@ def work_out_rank(inp: RankInput, rules: LedgerRules, ratio: tuple[int, int] | N
 
 
 _KV_NOTE = "requested − weights − non_torch − graphs − activation"
+KV_NOTE = _KV_NOTE  # the derived KV cell's note (app.core.rank_columns makes the same cells)
+source_of = _source_of
 _FATAL = frozenset({"free_below_requested", "no_kv_memory", "manual_does_not_fit", "no_memory"})
 
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import functools
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from app.core.admission import Admission, AdmissionPolicy, admit
-from app.core.budget import UniformBudget, uniform_budget
+from app.core.admission import Admission, AdmissionPolicy, admit_columns
+from app.core.budget import UniformBudget, uniform_budget_columns
 from app.core.cudagraphs import CudagraphMode
 from app.core.encoder_cache import EncoderCacheTerms, encoder_cache_terms
 from app.core.errors import InputError
@@ -23,10 +24,21 @@ from app.core.gpus import compute_capability
 from app.core.in_flight import async_scheduling_on, concurrent_batches
 from app.core.kv_tiers import KVOffload, Node, Tier, kv_tiers, node_warning
 from app.core.kvspec import RankKV, rank_kv, rank_kv_uniform
-from app.core.ledger import LedgerRules, RankInput, RankLedger, work_out
+from app.core.ledger import LedgerRules, RankInput, RankLedger
 from app.core.lora import LoraSpec
 from app.core.nontorch import Interconnect
 from app.core.prefix_pool import PrefixPool, prefix_pool
+from app.core.rank_columns import (
+    RankColumns,
+    columns_for,
+    frees_of,
+    known_rooms,
+    kv_column,
+    labels_of,
+    rank_columns,
+    with_problems,
+    work_out_columns,
+)  # fmt: skip
 from app.core.shape import ModelShape
 from app.core.speculative import SpecSpec, draft_kv_bytes_per_token, draft_layers, with_draft_kv
 from app.core.units import fmt_bytes
@@ -104,6 +116,8 @@ class PlanInput:
     notes: tuple[str, ...] = ()
     node: Node | None = None  # one host's memory and GPUs: the CPU KV tier's pinned buffers live there
     gpu_name: str | None = None  # the card the plan names (picks the MXFP4 weight layout; plan_estimate_context)
+    # The ranks' columns made once (app.core.rank_columns); used only while they are these ranks'.
+    columns: RankColumns | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -118,7 +132,7 @@ class PlanResult:
     plan: PlanInput
     rules: VersionRules
     rkv: RankKV
-    ledgers: tuple[RankLedger, ...]
+    ledgers: Sequence[RankLedger]  # rank_columns.RankLedgers from compute: each made when read
     admission: Admission
     budget: UniformBudget | None
     warnings: tuple[Warning, ...] = field(default=())
@@ -259,7 +273,8 @@ def compute(plan: PlanInput, rkv: RankKV | None = None) -> PlanResult:
     rules = rules_for(plan.vllm_version)
     rkv = rkv or kv_spec(plan)
     ranks, extras = extra_rows(plan, rules)
-    ledgers = work_out(ranks, ledger_rules(plan, rules))
+    columns = columns_for(ranks, plan.columns)
+    ledgers = work_out_columns(columns, ledger_rules(plan, rules))
     policy = AdmissionPolicy(
         max_model_len=plan.engine.max_model_len,
         max_num_batched_tokens=plan.engine.max_num_batched_tokens,
@@ -272,9 +287,8 @@ def compute(plan: PlanInput, rkv: RankKV | None = None) -> PlanResult:
         num_gpu_blocks_override=plan.engine.num_gpu_blocks_override,
         override_in_check=rules.override_in_check,
     )
-    admission = admit(tuple((lg.label, lg.kv.bytes) for lg in ledgers), rkv, policy)
-    rooms = tuple((lg.label, lg.kv.bytes) for lg in ledgers if lg.kv.source != "default")
-    budget = uniform_budget(rooms, plan.policy.operating_reserve_bytes, rkv)
+    admission = admit_columns(columns.labels, ledgers.kv_bytes, rkv, policy)
+    budget = uniform_budget_columns(*known_rooms(ledgers), plan.policy.operating_reserve_bytes, rkv)
     layout, engine = plan.layout, plan.engine
     link = plan.node.host_link if plan.node is not None else "pcie"
     tiers = kv_tiers(rkv, admission.blocks, layout.tp * layout.pp, engine.kv_offload, link)
@@ -282,6 +296,11 @@ def compute(plan: PlanInput, rkv: RankKV | None = None) -> PlanResult:
                          admission.concurrency, plan.policy.avg_live_tokens)
     result = PlanResult(plan, rules, rkv, ledgers, admission, budget, (), extras, tiers, prefix)
     return PlanResult(plan, rules, rkv, ledgers, admission, budget, warnings(result), extras, tiers, prefix)
+
+
+def with_columns(plan: PlanInput) -> PlanInput:
+    """The plan carrying its ranks' columns, so every what-if that keeps the ranks reuses them."""
+    return replace(plan, columns=rank_columns(plan.ranks))
 
 
 def encoder_cache_of(result: PlanResult) -> EncoderCacheTerms | None:
@@ -323,7 +342,7 @@ def _assumed_clause(plan: PlanInput) -> str:
 
 def warnings(result: PlanResult) -> tuple[Warning, ...]:
     """Pre-flight failures and other findings, in plain words."""
-    out = [Warning(code, message, lg.label) for lg in result.ledgers for code, message in lg.problems]
+    out = [Warning(code, message, lg.label) for lg in with_problems(result.ledgers) for code, message in lg.problems]
     adm, plan = result.admission, result.plan
     if result.ledgers and not adm.fits_max_model_len:
         out.append(
@@ -331,7 +350,7 @@ def warnings(result: PlanResult) -> tuple[Warning, ...]:
                 "max_model_len_does_not_fit",
                 f"vLLM will not start: one {plan.engine.max_model_len:,}-token request needs "
                 f"{fmt_bytes(adm.per_request_bytes)} of KV on rank {adm.binding_rank}, which has "
-                f"{fmt_bytes(max(0, min(lg.kv.bytes for lg in result.ledgers)))}"
+                f"{fmt_bytes(max(0, min(kv_column(result.ledgers))))}"
                 f"{_null_block_clause(result)}; the largest max_model_len that fits is {adm.largest_max_model_len:,}"
                 f"{_assumed_clause(plan)}",
                 adm.binding_rank,
@@ -417,24 +436,25 @@ def _largest_servable(result: PlanResult) -> int:
 
 def _spread_warnings(result: PlanResult) -> list[Warning]:
     out: list[Warning] = []
-    frees = [lg.free_at_start.bytes for lg in result.ledgers if lg.free_at_start is not None]
+    frees = frees_of(result.ledgers)
     if len(frees) > 1 and max(frees) - min(frees) > result.plan.policy.free_spread_threshold_bytes:
         engine, rules = result.plan.engine, result.rules
         message = free_gap_message(result.ledgers, rules.free_memory_preflight, engine.gpu_memory_utilization,
                                    engine.kv_cache_memory_bytes, rules.label)
         if message is not None:
             out.append(Warning("free_memory_spread", *message))
-    kvs = [lg.kv.bytes for lg in result.ledgers]
+    kvs = kv_column(result.ledgers)
     if len(kvs) >= 3:
         median = statistics.median(kvs)
-        for lg in result.ledgers:
-            if median > 0 and abs(lg.kv.bytes - median) > 0.1 * median:
+        labels = labels_of(result.ledgers)
+        for label, kv in zip(labels, kvs, strict=True):
+            if median > 0 and abs(kv - median) > 0.1 * median:
                 out.append(
                     Warning(
                         "rank_outlier",
-                        f"rank {lg.label} has {fmt_bytes(lg.kv.bytes)} of KV, far from the median "
-                        f"{fmt_bytes(int(median))}",
-                        lg.label,
+                        f"rank {label} has {fmt_bytes(kv)} of KV, far from the median {fmt_bytes(int(median))}",
+                        label,
                     )
                 )
     return out
+

@@ -7,162 +7,19 @@ from __future__ import annotations
 from typing import Any
 
 from app import __version__
-from app.core.budget import UniformBudget
 from app.core.dp_layout import dp_layout_of
 from app.core.explain import explain
 from app.core.kv_tiers import KVOffload, offload_env
-from app.core.ledger import Cell, RankLedger
 from app.core.lora import LoraSpec
 from app.core.plan import PlanResult, draft_kv_bpt, encoder_cache_of
 from app.core.prefix_pool import PrefixPool
-from app.core.rank_groups import FULL_RANKS_MAX, group_indexes, group_json, histogram, shown_groups, spread
-from app.core.vllm_flags import flag_strings, plan_flags, uniform_budget_flag
+from app.core.rank_columns import all_start
+from app.core.report_ranks import budget_json, ranks_json
+from app.core.vllm_flags import flag_strings, plan_flags
 from app.core.warning_groups import group_warnings
 from app.core.whatif import utilization_notes
 
 JSON = dict[str, Any]
-
-
-def _val(cell: Cell | None) -> int | None:
-    return None if cell is None else cell.bytes
-
-
-def rank_json(
-    lg: RankLedger, blocks: int, tokens: int, raw: int | None, stranded: int, binding: bool, index: int = 0
-) -> JSON:
-    """One rank's JSON: every ledger row in bytes (None when unknown) and where each came from.
-
-    ``index`` is the rank's integer position in the plan's ``ranks`` list; ``label`` and ``rank``
-    are its name (a log's worker label such as "TP3" or "PP1_TP0", else the position as text).
-
-    Reads the ledger's cells directly (no intermediate Cell objects for requested and headroom):
-    this runs for every rank of every plan.
-    """
-    inp = lg.inp
-    total, requested, derived_source = inp.total, lg.requested_bytes, lg.budget_source
-    out: JSON = {"rank": inp.label}
-    sources: dict[str, str] = {}
-    for key, cell in (("total_bytes", total), ("free_at_start_bytes", inp.free_at_start)):
-        out[key] = None if cell is None else cell.bytes
-        if cell is not None:
-            sources[key] = cell.source
-    if derived_source is None or total is None or requested is None:
-        out["requested_bytes"] = out["headroom_bytes"] = None
-    else:
-        out["requested_bytes"], out["headroom_bytes"] = requested, total.bytes - requested
-        sources["requested_bytes"] = sources["headroom_bytes"] = derived_source
-    for key, cell in (
-        ("weights_bytes", inp.weights), ("non_torch_bytes", inp.non_torch), ("cuda_graph_bytes", inp.cuda_graphs),
-        ("activation_bytes", inp.activation), ("kv_bytes", lg.kv),
-        ("lora_row_bytes", inp.lora), ("speculative_row_bytes", inp.speculative),
-    ):
-        out[key] = None if cell is None else cell.bytes
-        if cell is not None:
-            sources[key] = cell.source
-    out.update(
-        index=index,
-        label=inp.label,
-        blocks=blocks,
-        tokens=tokens,
-        raw_tokens=raw,
-        stranded_bytes=stranded,
-        will_start=lg.will_start,
-        binding=binding,
-        sources=sources,
-    )
-    return out
-
-
-def _extras_json(result: PlanResult, index: int) -> JSON:
-    """The rank's LoRA / draft estimates (issue 15's contract keys), None when the feature is off.
-
-    ``lora_bytes``: the adapter slots vLLM preallocates on this rank (app.core.lora), whatever the
-    ledger rows hold; ``lora_row_bytes`` is what the ``lora`` row subtracts (0 of the slots when the
-    weights are measured: "Model loading took" includes them)."""
-    extra = result.extras[index] if index < len(result.extras) else None
-    return {
-        "lora_bytes": extra.lora_bytes if extra else None,
-        "lora_profile_bytes": extra.lora_profile_bytes if extra else None,
-        "speculative_bytes": extra.speculative_bytes if extra else None,
-    }
-
-
-def budget_json(budget: UniformBudget | None, result: PlanResult, labels: set[str] | None = None) -> JSON | None:
-    """The uniform budget; `labels`: list only these ranks (the grouped form's representatives)."""
-    if budget is None:
-        return None
-    engine = result.plan.engine
-    conc = result.rkv.max_concurrency(budget.blocks, engine.max_model_len, engine.max_num_batched_tokens)
-    deployed, why = uniform_budget_flag(result)
-    return {
-        "in_flags": deployed is not None,
-        "in_flags_reason": why,
-        "kv_cache_memory_bytes": budget.kv_cache_memory_bytes,
-        "blocks": budget.blocks,
-        "tokens": budget.tokens,
-        "stranded_bytes": budget.stranded_bytes,
-        "min_bytes": budget.min_bytes,
-        "median_bytes": budget.median_bytes,
-        "max_bytes": budget.max_bytes,
-        "min_over_median": budget.min_over_median,
-        "binding_rank": budget.binding_rank,
-        "concurrency_at_max_model_len": int(conc),
-        "flag": budget.flag,
-        "ranks": [
-            {
-                "rank": r.label,
-                "room_bytes": r.room_bytes,
-                "safe_bytes": r.safe_bytes,
-                "stranded_bytes": r.stranded_bytes,
-            }
-            for r in budget.ranks
-            if labels is None or r.label in labels
-        ],
-    }
-
-
-def ranks_json(result: PlanResult) -> JSON:
-    """`ranks` in full (up to FULL_RANKS_MAX ranks) or grouped (`app.core.rank_groups`), with
-    `ranks_form`, `rank_groups`, `rank_groups_omitted`, `rank_distribution` and `binding_index`."""
-    ledgers, adm = result.ledgers, result.admission
-    ras = adm.ranks  # admit() keeps the ledgers' order
-    binding = next((i for i, lg in enumerate(ledgers) if lg.label == adm.binding_rank), None)
-    kvs = [lg.kv.bytes for lg in ledgers]
-    out: JSON = {
-        "rank_distribution": {
-            "ranks": len(ledgers),
-            "kv_bytes": spread(kvs),
-            "kv_bytes_histogram": histogram(kvs),
-            "free_at_start_bytes": spread([_val(lg.inp.free_at_start) for lg in ledgers]),
-            "total_bytes": spread([_val(lg.inp.total) for lg in ledgers]),
-            "binding_rank": adm.binding_rank,
-            "binding_index": binding,
-        },
-        "binding_index": binding,
-    }
-    if len(ledgers) <= FULL_RANKS_MAX:
-        out["ranks"] = [
-            rank_json(lg, ra.blocks, ra.tokens, ra.raw_tokens, ra.stranded_bytes, ra.binding, i)
-            | _extras_json(result, i)
-            for i, (lg, ra) in enumerate(zip(ledgers, ras, strict=True))
-        ]
-        return {**out, "ranks_form": "full", "rank_groups": None, "rank_groups_omitted": 0}
-    keys = [
-        (lg.inp.total, lg.inp.free_at_start, lg.inp.weights, lg.inp.non_torch, lg.inp.cuda_graphs,
-         lg.inp.activation, lg.inp.kv_room, lg.inp.lora, lg.inp.speculative, lg.kv, lg.requested_bytes,
-         lg.will_start, ra.blocks, ra.raw_tokens)
-        for lg, ra in zip(ledgers, ras, strict=True)
-    ]  # fmt: skip  (tokens and stranded bytes follow from blocks and KV)
-    groups = group_indexes(keys, binding)
-    shown = shown_groups(groups, lambda i: ledgers[i].kv.bytes)
-    out["ranks"] = [
-        rank_json(ledgers[i], ras[i].blocks, ras[i].tokens, ras[i].raw_tokens, ras[i].stranded_bytes, ras[i].binding, i)
-        | _extras_json(result, i)
-        for i, _ in shown
-    ]
-    out["rank_groups"] = [group_json(members, j) for j, (_, members) in enumerate(shown)]
-    out["rank_groups_omitted"] = len(groups) - len(shown)
-    return {**out, "ranks_form": "grouped"}
 
 
 def _lora_json(spec: LoraSpec | None) -> JSON | None:
@@ -335,7 +192,7 @@ def result_to_dict(result: PlanResult, levers: list[JSON] | None = None) -> JSON
         "servable_max_model_len": adm.servable_max_model_len,
         "largest_max_model_len": adm.largest_max_model_len,
         "stranded_bytes": adm.stranded_bytes,
-        "will_start": all(lg.will_start for lg in result.ledgers) and adm.fits_max_model_len,
+        "will_start": all_start(result.ledgers) and adm.fits_max_model_len,
         "uniform_budget": budget_json(result.budget, result, {r["rank"] for r in ranks["ranks"]} if grouped else None),
         "kv_tiers": tiers_json(result),
         "kv_offload_env": offload_env(plan.engine.kv_offload, plan.layout.tp * plan.layout.pp, result.rules.version),

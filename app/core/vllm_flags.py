@@ -28,6 +28,7 @@ from app.core.in_flight import default_async_scheduling
 from app.core.kv_tiers import offload_flags
 from app.core.plan import PlanResult
 from app.core.prefix_pool import default_prefix_caching
+from app.core.rank_columns import inputs_of
 
 Kind = Literal["int", "float", "bool", "str", "tokens", "bytes"]
 FlagValue = str | None  # None: a boolean flag given bare (`--enforce-eager`)
@@ -121,7 +122,7 @@ def uniform_budget_flag(result: PlanResult) -> tuple[int | None, str]:
         return None, "the plan sets its own --kv-cache-memory-bytes"
     if plan.policy.operating_reserve_bytes <= 0:
         return None, "no operating reserve in the policy: the budget comes from --gpu-memory-utilization"
-    if budget is None or not all(lg.inp.kv_room is not None for lg in result.ledgers):
+    if budget is None or not all(r.kv_room is not None for r in inputs_of(result.ledgers)):
         return None, "not every rank has a measured KV room: the budget comes from --gpu-memory-utilization"
     if budget.kv_cache_memory_bytes <= 0:
         return None, f"the operating reserve leaves rank {budget.binding_rank} no KV memory"

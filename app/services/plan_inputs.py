@@ -14,7 +14,7 @@ from app.core.errors import InputError
 from app.core.gpus import find_preset
 from app.core.lora import LoraSpec, check_lora
 from app.core.nontorch import Interconnect
-from app.core.plan import Engine, Layout, ModelInput, PlanInput, Policy, check_rank_count
+from app.core.plan import Engine, Layout, ModelInput, PlanInput, Policy, check_rank_count, with_columns
 from app.core.versions import CURRENT_VLLM, check_block_size, rules_for, scheduler_defaults
 from app.core.whatif import set_engine, set_max_num_batched_tokens, set_quantization, set_tp
 from app.ingest.vllm_serve import serve_notes
@@ -301,7 +301,8 @@ def plan_input(doc: object, read_log: LogReader | None = None, prepared: Prepare
     whatif = validate_whatif(doc.get("whatif"))
 
     def make() -> tuple[PlanInput, WhatIfDoc | None]:
-        return build_base_plan(validate_plan(_without_whatif(doc)), read_log)
+        base, logged = build_base_plan(validate_plan(_without_whatif(doc)), read_log)
+        return with_columns(base), logged  # the ranks' columns, once per base (app.core.rank_columns)
 
     made = prepared.cache.get_or_make(("plan", prepared.key), make, _weight)
     assert isinstance(made, tuple)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from app.core.kvspec import rank_kv_uniform
 from app.core.ledger import Cell, LedgerRules, RankInput, work_out, work_out_rank
 from app.core.plan import Engine, Layout, ModelInput, PlanInput, Policy, compute
-from app.core.report import rank_json
+from app.core.report_ranks import rank_json
 
 GIB = 2**30
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from app.core import admission as core_admission
 from app.core import encoder_cache, kvrank, kvspec, speculative
-from app.core import ledger as core_ledger
+from app.core import rank_columns as core_columns
 from app.web.formatting import gib, intcomma, ratio
 from app.web.plan.rank_table import rank_count
 
@@ -153,8 +153,8 @@ def _extra_rows(result: Mapping[str, Any], row: Callable[..., AdmissionRow]) -> 
 #: `admission()` above) → this key → the core function. tests/web/test_explain_panel.py traces a
 #: page render and checks that each function runs and, for the pure ones, gives the number shown.
 COMPUTED_BY: dict[str, Callable[..., object]] = {
-    "requested_bytes": core_ledger.work_out_rank,
-    "kv_bytes": core_ledger.work_out_rank,
+    "requested_bytes": core_columns.work_out_columns,
+    "kv_bytes": core_columns.work_out_columns,
     "kv_bytes_per_token": kvspec.rank_kv,
     "page_bytes": kvspec.rank_kv,
     "blocks": core_admission.admit,

@@ -1,0 +1,264 @@
+"""Every rank's ledger in columns: what a slider tick does not change is worked out once.
+
+Theory of operation. A plan of N measured ranks is N ledgers (app.core.ledger), and a
+gpu_memory_utilization tick moves only ``requested = ceil(total × u)`` and with it KV:
+
+    kv_i = requested_i − (weights + non_torch + activation [+ cuda_graphs] + lora + draft)_i
+
+So `RankColumns` (made once per set of ranks; a prepared base keeps it, `PlanInput.columns`)
+holds each rank's total, the sum of its rows inside the budget (with and without the CUDA-graph
+row, a version rule), the KV cell's source and note, and which ranks are identical (the
+grouped form's groups: equal input cells give equal ledgers whatever the knobs). A tick is then
+two list comprehensions (`work_out_columns`), and `RankLedgers` hands out the very `RankLedger`
+that `ledger.work_out_rank` gives, made only when asked for (a 16,384-rank tick reads a few).
+
+A rank the tight loop does not cover — a measured KV room, no total, a manual
+``--kv-cache-memory-bytes``, or one that found a start-up problem — is worked out by
+`ledger.work_out_rank` itself, so its problems and their messages are the ledger's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, overload
+
+from app.core.ledger import (
+    KV_NOTE,
+    Cell,
+    LedgerRules,
+    RankInput,
+    RankLedger,
+    Source,
+    source_of,
+    work_out,
+    work_out_rank,
+)
+
+#: A free-at-start stand-in for "not stated": larger than any request, so never below it.
+UNSTATED = 1 << 200
+_FIELDS = ("total", "free_at_start", "weights", "non_torch", "cuda_graphs", "activation", "kv_room", "lora",
+           "speculative")  # fmt: skip
+
+
+def _b(cell: Cell | None) -> int:
+    return 0 if cell is None else cell.bytes
+
+
+@dataclass(frozen=True, eq=False)
+class RankColumns:
+    """What the ranks give before any knob: per-rank constants and the groups of identical ranks."""
+
+    ranks: tuple[RankInput, ...]
+    labels: tuple[str, ...]
+    fast: bool  # every rank has its total and no measured KV room: `work_out_columns`' loop applies
+    totals: tuple[int, ...]
+    inside: tuple[int, ...]  # rows inside the budget, CUDA graphs included (vLLM >= 0.21)
+    inside_no_graphs: tuple[int, ...]
+    frees: tuple[int, ...]  # UNSTATED where the rank states no free memory
+    graphs: tuple[int, ...]
+    kv_sources: tuple[Source, ...]
+    kv_sources_no_graphs: tuple[Source, ...]
+    kv_notes: tuple[str, ...]
+    group_of: tuple[int, ...]  # each rank's group (groups numbered by first appearance)
+    groups: tuple[tuple[int, ...], ...]  # each group's positions
+    # Per-process memo of derived, knob-independent views (the full form's JSON templates).
+    memo: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+def rank_columns(ranks: tuple[RankInput, ...]) -> RankColumns:
+    """The columns of `ranks` (O(ranks); a prepared base makes them once)."""
+    fast = all(r.total is not None and r.kv_room is None for r in ranks)
+    no_graphs = [(_b(r.weights) + _b(r.non_torch) + _b(r.activation) + _b(r.lora) + _b(r.speculative)) for r in ranks]
+    inside = [s + _b(r.cuda_graphs) for s, r in zip(no_graphs, ranks, strict=True)]
+    notes = []
+    for r in ranks:
+        note = KV_NOTE
+        if r.lora is not None or r.speculative is not None:
+            note += "".join(f" − {n}" for n, c in (("lora", r.lora), ("draft", r.speculative)) if c is not None)
+        notes.append(note)
+    group_of, groups = _groups(ranks)
+    return RankColumns(
+        ranks=ranks,
+        labels=tuple(r.label for r in ranks),
+        fast=fast,
+        totals=tuple(_b(r.total) for r in ranks),
+        inside=tuple(inside),
+        inside_no_graphs=tuple(no_graphs),
+        frees=tuple(UNSTATED if r.free_at_start is None else r.free_at_start.bytes for r in ranks),
+        graphs=tuple(_b(r.cuda_graphs) for r in ranks),
+        kv_sources=tuple(_kv_source(r, r.cuda_graphs) for r in ranks),
+        kv_sources_no_graphs=tuple(_kv_source(r, None) for r in ranks),
+        kv_notes=tuple(notes),
+        group_of=group_of,
+        groups=groups,
+    )
+
+
+def _kv_source(r: RankInput, graphs: Cell | None) -> Source:
+    """The derived KV cell's source, as `ledger.work_out_rank` gives it."""
+    return source_of(r.total, r.weights, r.non_torch, r.activation, graphs, r.lora, r.speculative)
+
+
+def _groups(ranks: tuple[RankInput, ...]) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
+    """Ranks with equal input cells (bytes, source and note) have equal ledgers, admissions and
+    budgets under any knob: they are the grouped form's groups (app.core.rank_groups)."""
+    index: dict[tuple[Cell | None, ...], int] = {}
+    members: list[list[int]] = []
+    group_of = []
+    for i, r in enumerate(ranks):
+        key = (r.total, r.free_at_start, r.weights, r.non_torch, r.cuda_graphs, r.activation, r.kv_room, r.lora,
+               r.speculative)  # fmt: skip
+        g = index.setdefault(key, len(members))
+        if g == len(members):
+            members.append([])
+        members[g].append(i)
+        group_of.append(g)
+    return tuple(group_of), tuple(tuple(m) for m in members)
+
+
+def columns_for(ranks: tuple[RankInput, ...], prepared: RankColumns | None) -> RankColumns:
+    """`prepared` when it was made from these very ranks, else new columns."""
+    return prepared if prepared is not None and prepared.ranks is ranks else rank_columns(ranks)
+
+
+class RankLedgers(Sequence[RankLedger]):
+    """Every rank's ledger: the KV and requested bytes as lists, the `RankLedger`s made on demand.
+
+    Equal (as a sequence) to ``ledger.work_out(ranks, rules)``; `slow` holds the ranks the
+    ledger worked out itself (every one whose ledger found a problem is among them)."""
+
+    __slots__ = ("_items", "_notes", "columns", "kv_bytes", "requested", "slow", "sources")
+
+    def __init__(self, columns: RankColumns, requested: Sequence[int | None], kv_bytes: list[int],
+                 slow: dict[int, RankLedger], sources: tuple[Source, ...] = ()) -> None:  # fmt: skip
+        self.columns, self.requested, self.kv_bytes, self.slow = columns, requested, kv_bytes, slow
+        self._items: list[RankLedger | None] = [None] * len(kv_bytes)
+        for i, lg in slow.items():
+            self._items[i] = lg
+        self.sources, self._notes = sources, columns.kv_notes
+
+    def __len__(self) -> int:
+        return len(self.kv_bytes)
+
+    @overload
+    def __getitem__(self, i: int) -> RankLedger: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[RankLedger]: ...
+    def __getitem__(self, i: int | slice) -> RankLedger | Sequence[RankLedger]:
+        if isinstance(i, slice):
+            return tuple(self[j] for j in range(*i.indices(len(self))))
+        found = self._items[i]
+        if found is None:
+            if i < 0:
+                i += len(self)
+            kv = Cell(self.kv_bytes[i], self.sources[i], self._notes[i])
+            found = self._items[i] = RankLedger(self.columns.ranks[i], self.requested[i], kv, True)
+        return found
+
+    def __iter__(self) -> Iterator[RankLedger]:
+        for i in range(len(self.kv_bytes)):
+            yield self[i]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and tuple(self) == tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"RankLedgers({len(self)} ranks)"
+
+    @property
+    def will_start(self) -> bool:
+        """Whether every rank starts (only a rank the ledger worked out itself can fail to)."""
+        return all(lg.will_start for lg in self.slow.values())
+
+    def with_problems(self) -> list[RankLedger]:
+        """The ledgers with problems, in rank order."""
+        return [self.slow[i] for i in sorted(self.slow) if self.slow[i].problems]
+
+
+def work_out_columns(columns: RankColumns, rules: LedgerRules) -> RankLedgers:
+    """Every rank's ledger under `rules`, equal to ``ledger.work_out(columns.ranks, rules)``."""
+    ranks = columns.ranks
+    if not columns.fast or rules.kv_cache_memory_bytes is not None:
+        every = work_out(ranks, rules)
+        return RankLedgers(columns, [lg.requested_bytes for lg in every], [lg.kv.bytes for lg in every],
+                           dict(enumerate(every)))  # fmt: skip
+    num, den = ratio = rules.utilization_ratio
+    totals = columns.totals
+    # ledger._requested: ceil(total × u) (or its floor before vLLM rounded up), on the decimal u
+    ceil = rules.requested_is_ceil
+    requested = [-(-t * num // den) for t in totals] if ceil else [t * num // den for t in totals]
+    in_budget = rules.cuda_graphs_in_budget
+    inside = columns.inside if in_budget else columns.inside_no_graphs
+    kv = [r - s for r, s in zip(requested, inside, strict=True)]
+    slow = _problem_ranks(columns, rules, requested, kv)
+    ledgers = {i: work_out_rank(ranks[i], rules, ratio) for i in slow}
+    sources = columns.kv_sources if in_budget else columns.kv_sources_no_graphs
+    return RankLedgers(columns, requested, kv, ledgers, sources)
+
+
+def _problem_ranks(columns: RankColumns, rules: LedgerRules, requested: list[int], kv: list[int]) -> list[int]:
+    """The ranks `ledger._preflight` finds a problem on (free below requested, no KV, graphs
+    outside the budget beyond the headroom), found with one comparison per rank."""
+    bad: set[int] = set()
+    if rules.free_memory_preflight:
+        bad.update(i for i, (f, r) in enumerate(zip(columns.frees, requested, strict=True)) if f < r)
+    if kv and min(kv) <= 0:
+        bad.update(i for i, k in enumerate(kv) if k <= 0)
+    if not rules.cuda_graphs_in_budget:
+        rows = zip(columns.graphs, columns.totals, requested, strict=True)
+        bad.update(i for i, (g, t, r) in enumerate(rows) if g > t - r and columns.ranks[i].cuda_graphs is not None)
+    return sorted(bad)
+
+
+def kv_column(ledgers: Sequence[RankLedger]) -> Sequence[int]:
+    """Every rank's KV bytes, without making a ledger per rank when they are `RankLedgers`."""
+    return ledgers.kv_bytes if isinstance(ledgers, RankLedgers) else [lg.kv.bytes for lg in ledgers]
+
+
+def all_start(ledgers: Sequence[RankLedger]) -> bool:
+    return ledgers.will_start if isinstance(ledgers, RankLedgers) else all(lg.will_start for lg in ledgers)
+
+
+def with_problems(ledgers: Sequence[RankLedger]) -> list[RankLedger]:
+    return ledgers.with_problems() if isinstance(ledgers, RankLedgers) else [lg for lg in ledgers if lg.problems]
+
+
+def labels_of(ledgers: Sequence[RankLedger]) -> Sequence[str]:
+    return ledgers.columns.labels if isinstance(ledgers, RankLedgers) else [lg.label for lg in ledgers]
+
+
+def index_of(ledgers: Sequence[RankLedger], label: str | None) -> int | None:
+    """The position of the first rank labelled `label` (None when none is)."""
+    if label is None:
+        return None
+    labels = labels_of(ledgers)
+    try:
+        return labels.index(label)
+    except ValueError:
+        return None
+
+
+def known_rooms(ledgers: RankLedgers) -> tuple[Sequence[str], Sequence[int]]:
+    """Labels and KV bytes of the ranks whose KV is known (not the "default" of a rank without memory)."""
+    labels, kvs = ledgers.columns.labels, ledgers.kv_bytes
+    unknown = {i for i, lg in ledgers.slow.items() if lg.kv.source == "default"}
+    if not unknown:
+        return labels, kvs
+    keep = [i for i in range(len(kvs)) if i not in unknown]
+    return [labels[i] for i in keep], [kvs[i] for i in keep]
+
+
+def frees_of(ledgers: Sequence[RankLedger]) -> list[int]:
+    """The free memory at start of the ranks that state it."""
+    if isinstance(ledgers, RankLedgers):
+        return [f for f in ledgers.columns.frees if f != UNSTATED]
+    return [lg.free_at_start.bytes for lg in ledgers if lg.free_at_start is not None]
+
+
+def inputs_of(ledgers: Sequence[RankLedger]) -> Sequence[RankInput]:
+    """Every rank's inputs, without making a ledger per rank when they are `RankLedgers`."""
+    return ledgers.columns.ranks if isinstance(ledgers, RankLedgers) else [lg.inp for lg in ledgers]

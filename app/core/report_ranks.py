@@ -1,0 +1,250 @@
+"""The per-rank part of a plan's JSON result: `ranks` (in full or grouped), `rank_groups`,
+`rank_distribution` and the uniform budget's ranks (keys a contract, as in app.core.report).
+
+A slider tick on a plan of many measured ranks reads them from the result's columns
+(app.core.rank_columns, app.core.admission.RankAdmissions, app.core.budget.RankBudgets): in the
+full form each rank's JSON is a copy of a template made once per set of ranks with the values a
+tick moves written in; in the grouped form only the listed groups' representatives are made.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from typing import Any
+
+from app.core.admission import RankAdmissions
+from app.core.budget import RankBudgets, UniformBudget
+from app.core.ledger import Cell, RankLedger
+from app.core.plan import PlanResult
+from app.core.rank_columns import RankColumns, RankLedgers, index_of, inputs_of, kv_column
+from app.core.rank_groups import FULL_RANKS_MAX, MAX_GROUPS, group_indexes, group_json, histogram, shown_groups, spread
+from app.core.vllm_flags import uniform_budget_flag
+
+JSON = dict[str, Any]
+
+
+def _val(cell: Cell | None) -> int | None:
+    return None if cell is None else cell.bytes
+
+
+def rank_json(
+    lg: RankLedger, blocks: int, tokens: int, raw: int | None, stranded: int, binding: bool, index: int = 0
+) -> JSON:
+    """One rank's JSON: every ledger row in bytes (None when unknown) and where each came from.
+
+    ``index`` is the rank's integer position in the plan's ``ranks`` list; ``label`` and ``rank``
+    are its name (a log's worker label such as "TP3" or "PP1_TP0", else the position as text).
+
+    Reads the ledger's cells directly (no intermediate Cell objects for requested and headroom):
+    this runs for every rank of every plan.
+    """
+    inp = lg.inp
+    total, requested, derived_source = inp.total, lg.requested_bytes, lg.budget_source
+    out: JSON = {"rank": inp.label}
+    sources: dict[str, str] = {}
+    for key, cell in (("total_bytes", total), ("free_at_start_bytes", inp.free_at_start)):
+        out[key] = None if cell is None else cell.bytes
+        if cell is not None:
+            sources[key] = cell.source
+    if derived_source is None or total is None or requested is None:
+        out["requested_bytes"] = out["headroom_bytes"] = None
+    else:
+        out["requested_bytes"], out["headroom_bytes"] = requested, total.bytes - requested
+        sources["requested_bytes"] = sources["headroom_bytes"] = derived_source
+    for key, cell in (
+        ("weights_bytes", inp.weights), ("non_torch_bytes", inp.non_torch), ("cuda_graph_bytes", inp.cuda_graphs),
+        ("activation_bytes", inp.activation), ("kv_bytes", lg.kv),
+        ("lora_row_bytes", inp.lora), ("speculative_row_bytes", inp.speculative),
+    ):
+        out[key] = None if cell is None else cell.bytes
+        if cell is not None:
+            sources[key] = cell.source
+    out.update(
+        index=index,
+        label=inp.label,
+        blocks=blocks,
+        tokens=tokens,
+        raw_tokens=raw,
+        stranded_bytes=stranded,
+        will_start=lg.will_start,
+        binding=binding,
+        sources=sources,
+    )
+    return out
+
+
+def _extras_json(result: PlanResult, index: int) -> JSON:
+    """The rank's LoRA / draft estimates (issue 15's contract keys), None when the feature is off.
+
+    ``lora_bytes``: the adapter slots vLLM preallocates on this rank (app.core.lora), whatever the
+    ledger rows hold; ``lora_row_bytes`` is what the ``lora`` row subtracts (0 of the slots when the
+    weights are measured: "Model loading took" includes them)."""
+    extra = result.extras[index] if index < len(result.extras) else None
+    return {
+        "lora_bytes": extra.lora_bytes if extra else None,
+        "lora_profile_bytes": extra.lora_profile_bytes if extra else None,
+        "speculative_bytes": extra.speculative_bytes if extra else None,
+    }
+
+
+def budget_json(budget: UniformBudget | None, result: PlanResult, labels: set[str] | None = None) -> JSON | None:
+    """The uniform budget; `labels`: list only these ranks (the grouped form's representatives)."""
+    if budget is None:
+        return None
+    engine = result.plan.engine
+    conc = result.rkv.max_concurrency(budget.blocks, engine.max_model_len, engine.max_num_batched_tokens)
+    deployed, why = uniform_budget_flag(result)
+    return {
+        "in_flags": deployed is not None,
+        "in_flags_reason": why,
+        "kv_cache_memory_bytes": budget.kv_cache_memory_bytes,
+        "blocks": budget.blocks,
+        "tokens": budget.tokens,
+        "stranded_bytes": budget.stranded_bytes,
+        "min_bytes": budget.min_bytes,
+        "median_bytes": budget.median_bytes,
+        "max_bytes": budget.max_bytes,
+        "min_over_median": budget.min_over_median,
+        "binding_rank": budget.binding_rank,
+        "concurrency_at_max_model_len": int(conc),
+        "flag": budget.flag,
+        "ranks": _budget_ranks(budget, labels),
+    }
+
+
+def _budget_ranks(budget: UniformBudget, labels: set[str] | None) -> list[JSON]:
+    """Each rank's room, safe and stranded bytes (only the ranks labelled `labels` when given),
+    from the budget's columns when it has them (no `RankBudget` per rank)."""
+    ranks = budget.ranks
+    if not isinstance(ranks, RankBudgets):
+        return [{"rank": r.label, "room_bytes": r.room_bytes, "safe_bytes": r.safe_bytes,
+                 "stranded_bytes": r.stranded_bytes} for r in ranks if labels is None or r.label in labels]  # fmt: skip
+    reserve, uniform, names = ranks.reserve, ranks.uniform, ranks.labels
+    rows = zip(names, ranks.rooms, strict=True)
+    if labels is not None:
+        rows = zip([n for n in names if n in labels], [ranks.rooms[i] for i, n in enumerate(names) if n in labels],
+                   strict=True)  # fmt: skip
+    return [
+        {"rank": label, "room_bytes": room, "safe_bytes": room - reserve,
+         "stranded_bytes": room - reserve - uniform if room - reserve > uniform else 0}
+        for label, room in rows
+    ]  # fmt: skip
+
+
+def _distribution(result: PlanResult, kvs: Sequence[int], binding: int | None) -> JSON:
+    ledgers = result.ledgers
+    memo: dict[str, Any] = ledgers.columns.memo if isinstance(ledgers, RankLedgers) else {}
+    if "spreads" not in memo:  # free and total memory do not move with a knob: once per set of ranks
+        inputs = inputs_of(ledgers)
+        memo["spreads"] = (spread([_val(r.free_at_start) for r in inputs]), spread([_val(r.total) for r in inputs]))
+    frees, totals = memo["spreads"]
+    return {
+        "ranks": len(ledgers),
+        "kv_bytes": spread(kvs),
+        "kv_bytes_histogram": histogram(kvs),
+        "free_at_start_bytes": frees,
+        "total_bytes": totals,
+        "binding_rank": result.admission.binding_rank,
+        "binding_index": binding,
+    }
+
+
+def ranks_json(result: PlanResult) -> JSON:
+    """`ranks` in full (up to FULL_RANKS_MAX ranks) or grouped (`app.core.rank_groups`), with
+    `ranks_form`, `rank_groups`, `rank_groups_omitted`, `rank_distribution` and `binding_index`."""
+    ledgers, adm = result.ledgers, result.admission
+    binding = index_of(ledgers, adm.binding_rank)
+    kvs = kv_column(ledgers)
+    out: JSON = {"rank_distribution": _distribution(result, kvs, binding), "binding_index": binding}
+    if len(ledgers) <= FULL_RANKS_MAX:
+        out["ranks"] = _full_ranks(result)
+        return {**out, "ranks_form": "full", "rank_groups": None, "rank_groups_omitted": 0}
+    groups, total = _shown_groups(result, kvs, binding)
+    ras = adm.ranks
+    out["ranks"] = [
+        rank_json(ledgers[i], ras[i].blocks, ras[i].tokens, ras[i].raw_tokens, ras[i].stranded_bytes, ras[i].binding, i)
+        | _extras_json(result, i)
+        for i, _ in groups
+    ]
+    out["rank_groups"] = [group_json(members, j) for j, (_, members) in enumerate(groups)]
+    out["rank_groups_omitted"] = total - len(groups)
+    return {**out, "ranks_form": "grouped"}
+
+
+def _shown_groups(
+    result: PlanResult, kvs: Sequence[int], binding: int | None
+) -> tuple[list[tuple[int, Sequence[int]]], int]:
+    """The listed groups as (representative, members) and how many groups there are."""
+    ledgers, ras = result.ledgers, result.admission.ranks
+    if not isinstance(ledgers, RankLedgers):
+        keys = [
+            (lg.inp.total, lg.inp.free_at_start, lg.inp.weights, lg.inp.non_torch, lg.inp.cuda_graphs,
+             lg.inp.activation, lg.inp.kv_room, lg.inp.lora, lg.inp.speculative, lg.kv, lg.requested_bytes,
+             lg.will_start, ra.blocks, ra.raw_tokens)
+            for lg, ra in zip(ledgers, ras, strict=True)
+        ]  # fmt: skip  (tokens and stranded bytes follow from blocks and KV)
+        every = group_indexes(keys, binding)
+        return list(shown_groups(every, lambda i: kvs[i])), len(every)
+    # Equal input cells give equal ledgers, blocks and tokens (rank_columns._groups): the groups
+    # are the columns'; the binding rank represents its own group (rank_groups.group_indexes).
+    groups, group_of = ledgers.columns.groups, ledgers.columns.group_of
+    held, rep = (group_of[binding], binding) if binding is not None else (-1, 0)
+    reps = [rep if g == held else members[0] for g, members in enumerate(groups)]
+    keep: Sequence[int] = range(len(groups))
+    if len(groups) > MAX_GROUPS:  # rank_groups.shown_groups: the least KV first (nsmallest is sorted()[:n])
+        keep = sorted(heapq.nsmallest(MAX_GROUPS, keep, key=lambda g: kvs[reps[g]]))
+    return [(reps[g], groups[g]) for g in keep], len(groups)
+
+
+def _full_ranks(result: PlanResult) -> list[JSON]:
+    """Every rank's JSON: from per-rank templates when the result has columns, else rank_json."""
+    ledgers, ras = result.ledgers, result.admission.ranks
+    if isinstance(ledgers, RankLedgers) and isinstance(ras, RankAdmissions) and ledgers.sources and not result.extras:
+        return _full_from_columns(result, ledgers, ras)
+    return [
+        rank_json(lg, ra.blocks, ra.tokens, ra.raw_tokens, ra.stranded_bytes, ra.binding, i) | _extras_json(result, i)
+        for i, (lg, ra) in enumerate(zip(ledgers, ras, strict=True))
+    ]
+
+
+def _full_from_columns(result: PlanResult, ledgers: RankLedgers, ras: RankAdmissions) -> list[JSON]:
+    """`_full_ranks` from templates: a copy of each rank's template with the values a knob moves."""
+    templates = _templates(ledgers)
+    rkv = result.rkv
+    tokens_for, raw_tokens = rkv.tokens_for_blocks, rkv.raw_tokens
+    floor_kv, binding_label, labels = ras.floor_kv, ras.binding_label, ras.labels
+    totals, requested, kv_bytes, slow = ledgers.columns.totals, ledgers.requested, ledgers.kv_bytes, ledgers.slow
+    out = []
+    for i, (template, check_kv, blocks) in enumerate(zip(templates, ras.kv_bytes, ras.blocks, strict=True)):
+        if i in slow:
+            lg = slow[i]
+            stranded = check_kv - floor_kv if check_kv > floor_kv else 0
+            out.append(rank_json(lg, blocks, tokens_for(blocks), raw_tokens(check_kv), stranded,
+                                 labels[i] == binding_label, i) | _extras_json(result, i))  # fmt: skip
+            continue
+        row = template.copy()
+        asked = requested[i]
+        assert asked is not None  # a rank outside `slow` has its total
+        row["requested_bytes"], row["headroom_bytes"], row["kv_bytes"] = asked, totals[i] - asked, kv_bytes[i]
+        row["blocks"], row["tokens"], row["raw_tokens"] = blocks, tokens_for(blocks), raw_tokens(check_kv)
+        row["stranded_bytes"] = check_kv - floor_kv if check_kv > floor_kv else 0
+        row["binding"], row["sources"] = labels[i] == binding_label, row["sources"].copy()
+        out.append(row)
+    return out
+
+
+def _templates(ledgers: RankLedgers) -> list[JSON]:
+    """Each rank's JSON with its knob-independent values (made once per set of ranks and KV
+    sources): rank_json of the rank's ledger shape, without LoRA / draft extras."""
+    columns: RankColumns = ledgers.columns
+    key = f"templates-{ledgers.sources is columns.kv_sources}"
+    found: list[JSON] | None = columns.memo.get(key)
+    if found is None:
+        none = {"lora_bytes": None, "lora_profile_bytes": None, "speculative_bytes": None}
+        found = [
+            rank_json(RankLedger(inp, 0, Cell(0, source, note), True), 0, 0, None, 0, False, i) | none
+            for i, (inp, source, note) in enumerate(zip(columns.ranks, ledgers.sources, columns.kv_notes, strict=True))
+        ]
+        columns.memo[key] = found
+    return found
