@@ -1,29 +1,38 @@
 """Large imported plans: a slider tick on a stored base of N DISTINCT measured ranks.
 
-Run: PYTHONPATH=. .venv/bin/python bench/bench_plans.py [--quick]   (prints Markdown; reports, never fails)
+Run: PYTHONPATH=. .venv/bin/python bench/bench_plans.py [--quick] [--sizes 8,1024,16384] [--baseline DIR]
+(prints Markdown; reports, never fails).
 
 Every rank differs (free at start, weights, non-torch, activation, CUDA graphs all vary with
 the rank's index), so nothing can be computed once for identical copies. The base document is
 stored in the app's base store as an import stores it (`/plan?base=<id>`); each tick is a new
 utilization, so the per-query plan cache never hits. Measured in process, as the server does
 it: the plan view (base lookup, defaults, what-if, compute, canonical URL), the template
-context and the htmx fragment's three blocks. Targets (issue 14): 1,024 ranks <= 10 ms per
-fragment, 16,384 ranks <= 100 ms. Timings are medians; the machine is shared.
+context (with the two keys the route adds) and the htmx fragment's three blocks. Targets
+(issue 14): 1,024 ranks <= 10 ms per fragment, 16,384 ranks <= 100 ms. Timings are medians,
+wall clock and CPU (`time.process_time`, the comparable figure on a shared machine).
+
+`--baseline DIR`: a checkout of an older tree (`git archive COMMIT | tar -x -C DIR`); the same
+ticks run on it and on this tree, each in its own process and alternating (two rounds), so the
+ratio old / new is taken in one run under the same load.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import statistics
+import subprocess
 import sys
 import time
 import warnings
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+#: The tree whose app is measured: this one, or a baseline's (`--baseline`, through the environment).
+ROOT = Path(os.environ.get("KVL_BENCH_ROOT") or Path(__file__).resolve().parents[1])
 sys.path.insert(0, str(ROOT))
 GIB, MIB = 2**30, 2**20
 TARGETS_MS = {1024: 10.0, 16384: 100.0}
@@ -56,9 +65,9 @@ def base_document(n: int) -> dict[str, Any]:
     }
 
 
-def fragment_ms(n: int, ticks: int, prepared: bool = True) -> dict[str, float]:
-    """Median ms per slider tick (new utilization each time) on a stored base of n distinct ranks;
-    `prepared=False`: without the prepared-base cache (every tick validates and builds the base)."""
+def fragment_ms(n: int, ticks: int) -> dict[str, float]:
+    """Median ms per slider tick (new utilization each time) on a stored base of n distinct ranks:
+    wall clock per part and in total, and CPU time in total."""
     from app.settings import Settings
     from app.web.app import create_app
     from app.web.plan import present, views
@@ -67,22 +76,25 @@ def fragment_ms(n: int, ticks: int, prepared: bool = True) -> dict[str, float]:
     base_id = app.state.bases.put(base_document(n))
     templates = app.state.templates
     blocks = ["results", "summary", "field_errors_oob"]
-    times: dict[str, list[float]] = {"view": [], "context": [], "render": [], "total": []}
+    times: dict[str, list[float]] = {"view": [], "context": [], "render": [], "total": [], "cpu": []}
     for i in range(ticks + 1):
         params = {"base": base_id, "util": f"{0.5 + (i % 45) / 100:.2f}", "growth": f"{(i // 45) / 100:.2f}"}
-        t0 = time.perf_counter()
-        view = views.plan_view(params, app.state.bases, False, app.state.plan_cache if prepared else None)
+        c0, t0 = time.process_time(), time.perf_counter()
+        view = views.plan_view(params, app.state.bases, False, app.state.plan_cache)
         t1 = time.perf_counter()
+        # routes._plan_context adds these two to present.plan_context's
         context = {**present.plan_context(view, form=False), "fragment": True}
+        context.update(edits_plan="", token_required=False)
         t2 = time.perf_counter()
         html = templates.render_blocks("pages/plan.html", context, blocks)
-        t3 = time.perf_counter()
+        t3, c3 = time.perf_counter(), time.process_time()
         # Up to 1,024 ranks every rank is listed; past that one per group of identical ranks (rank_groups).
         form = view.result.get("ranks_form")
         assert len(view.result["ranks"]) in (n, 0) if form == "full" else len(view.result["rank_groups"]) > 0, n
         if i == 0:
             continue  # the first tick validates and builds the base (once per document id)
-        for key, value in (("view", t1 - t0), ("context", t2 - t1), ("render", t3 - t2), ("total", t3 - t0)):
+        for key, value in (("view", t1 - t0), ("context", t2 - t1), ("render", t3 - t2), ("total", t3 - t0),
+                           ("cpu", c3 - c0)):  # fmt: skip
             times[key].append(value * 1e3)
     out = {k: statistics.median(v) for k, v in times.items()}
     out["fragment_kib"] = len(html.encode()) / 1024
@@ -102,33 +114,70 @@ def first_tick_ms(n: int) -> float:
     return (time.perf_counter() - t0) * 1e3
 
 
+def ticks_for(n: int, quick: bool) -> int:
+    return 3 if quick else max(5, min(60, 60_000 // n))
+
+
+def in_process(root: Path, n: int, ticks: int) -> dict[str, float]:
+    """`fragment_ms` in a new process on the app of `root` (this tree or a baseline)."""
+    env = {**os.environ, "KVL_BENCH_ROOT": str(root), "PYTHONPATH": str(root)}
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", f"{n},{ticks}"]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def side_by_side(baseline: Path, n: int, ticks: int) -> tuple[dict[str, float], dict[str, float]]:
+    """(this tree, baseline): two alternating rounds each, the per-round medians averaged."""
+    here = Path(__file__).resolve().parents[1]
+    rounds: dict[str, list[dict[str, float]]] = {"new": [], "old": []}
+    for _ in range(2):
+        rounds["new"].append(in_process(here, n, ticks))
+        rounds["old"].append(in_process(baseline, n, max(3, ticks // 4)))
+    return tuple(  # type: ignore[return-value]
+        {k: statistics.fmean(r[k] for r in rounds[side]) for k in ("total", "cpu")} for side in ("new", "old")
+    )
+
+
 def main() -> int:
     warnings.simplefilter("ignore")
+    logging.disable(logging.WARNING)  # the in-memory database has no tables: the base store says so once
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer ticks and sizes (a smoke run)")
     parser.add_argument("--sizes", help="comma-separated rank counts (default 8,64,1024,4096,16384)")
+    parser.add_argument("--baseline", type=Path, help="a checkout of an older tree to run the same ticks on")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)  # "n,ticks": one fragment_ms as JSON
     args = parser.parse_args()
+    if args.worker:
+        n, ticks = (int(x) for x in args.worker.split(","))
+        print(json.dumps(fragment_ms(n, ticks)))
+        return 0
     sizes: tuple[int, ...] = (8, 1024) if args.quick else (8, 64, 1024, 4096, 16384)
     if args.sizes:
         sizes = tuple(int(x) for x in args.sizes.split(","))
     print(f"Load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} cores.")
     print()
+    old = ""
+    if args.baseline:
+        old = f" | baseline {args.baseline.name}: total / CPU (this tree, same run) | old / new (CPU)"
     print(
-        "| distinct measured ranks | tick: plan view | context | render | **fragment total** | first tick "
-        "(builds the base) | same ticks without the prepared base (side by side) | fragment size | target |"
+        "| distinct measured ranks | tick: plan view | context | render | **fragment total** | CPU per tick "
+        f"| first tick (builds the base) | fragment size | target{old} |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- " * (9 + (2 if args.baseline else 0)) + "|")
     for n in sizes:
-        ticks = 3 if args.quick else max(5, min(60, 60_000 // n))
+        ticks = ticks_for(n, args.quick)
         r = fragment_ms(n, ticks)
         first = first_tick_ms(n)
-        unprepared = fragment_ms(n, max(3, ticks // 4), prepared=False)["total"]
         target = TARGETS_MS.get(n)
         verdict = "" if target is None else f"<= {target:g} ms: {'PASS' if r['total'] <= target else 'FAIL'}"
+        extra = ""
+        if args.baseline:
+            new, base = side_by_side(args.baseline, n, ticks)
+            extra = (f" | {base['total']:.1f} / {base['cpu']:.1f} ms ({new['total']:.1f} / {new['cpu']:.1f} ms) "
+                     f"| {base['cpu'] / new['cpu']:.1f}x")  # fmt: skip
         print(
             f"| {n:,} | {r['view']:.2f} ms | {r['context']:.2f} ms | {r['render']:.2f} ms | **{r['total']:.2f} ms** "
-            f"| {first:.1f} ms | {unprepared:.1f} ms ({unprepared / r['total']:.1f}x) | {r['fragment_kib']:.0f} KiB "
-            f"| {verdict} |"
+            f"| {r['cpu']:.2f} ms | {first:.1f} ms | {r['fragment_kib']:.0f} KiB | {verdict}{extra} |"
         )
     print()
     print(f"Load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}.")
