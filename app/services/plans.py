@@ -17,6 +17,7 @@ from app.core.errors import InputError
 from app.core.kvspec import rank_kv
 from app.core.ledger import RankInput
 from app.core.plan import PlanInput, PlanResult, compute
+from app.core.rank_columns import kv_column
 from app.core.report import result_to_dict
 from app.core.shape import ModelShape
 from app.core.start_levers import start_levers
@@ -107,7 +108,8 @@ def lever_plan(result: PlanResult, keep: int = 8) -> PlanInput:
     plan = result.plan
     if len(plan.ranks) <= 2 * keep:
         return plan
-    order = sorted(range(len(plan.ranks)), key=lambda i: result.ledgers[i].kv.bytes)[:keep]
+    kvs = kv_column(result.ledgers)  # no ledger object per rank (app.core.rank_columns)
+    order = sorted(range(len(plan.ranks)), key=kvs.__getitem__)[:keep]
     smallest = min(range(len(plan.ranks)), key=lambda i: _total_bytes(plan.ranks[i]))
     chosen = sorted({*order, smallest})
     return replace(plan, ranks=tuple(plan.ranks[i] for i in chosen))
