@@ -54,15 +54,15 @@ def test_a_given_layout_is_kept_even_when_it_does_not_start(client: TestClient) 
 
 
 def test_nothing_starts_is_said_not_hidden() -> None:
-    choice = smallest_starting_layout({"model": {"catalogue": "llama-3.1-405b"}, "gpu": {"total": "8GiB"}})
+    choice = smallest_starting_layout({"model": {"catalogue": "llama-3.1-405b"}, "gpu": {"total": "4GiB"}})
     assert choice is not None and not choice.starts and "no layout up to TP8 × PP16 starts" in choice.note
 
 
 def test_a_model_that_starts_nowhere_opens_at_tp1_saying_so(client: TestClient) -> None:
-    result = client.get("/plan.json?model=llama-3.1-405b&gpu=8GiB").json()
+    result = client.get("/plan.json?model=llama-3.1-405b&gpu=4GiB").json()
     assert (
         result["layout"]["tp"] == 1
         and not result["will_start"]
-        and result["url"] == "/plan?gpu=8GiB&model=llama-3.1-405b"
+        and result["url"] == "/plan?gpu=4GiB&model=llama-3.1-405b"
     )
-    assert any(n.startswith("no layout up to TP8 × PP16 starts on a GPU of 8GiB") for n in result["notes"])
+    assert any(n.startswith("no layout up to TP8 × PP16 starts on a GPU of 4GiB") for n in result["notes"])
