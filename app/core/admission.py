@@ -15,12 +15,12 @@ sizes the available bytes as ``override × bytes per block`` (``get_kv_cache_con
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import overload
 
 from app.core.kvrank import concurrency as max_concurrency
 from app.core.kvspec import RankKV
+from app.core.lazy_rows import LazyRows
 from app.core.units import decimal_ratio
 
 
@@ -79,7 +79,7 @@ def schedulable(tokens: int, growth_reserve: float) -> int:
     return tokens * (den - num) // den
 
 
-class RankAdmissions(Sequence[RankAdmission]):
+class RankAdmissions(LazyRows[RankAdmission]):
     """Every rank's blocks, tokens and stranded bytes, each `RankAdmission` made when asked for."""
 
     __slots__ = ("_rkv", "binding_label", "blocks", "floor_kv", "kv_bytes", "labels")
@@ -92,29 +92,11 @@ class RankAdmissions(Sequence[RankAdmission]):
     def __len__(self) -> int:
         return len(self.kv_bytes)
 
-    @overload
-    def __getitem__(self, i: int) -> RankAdmission: ...
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[RankAdmission]: ...
-    def __getitem__(self, i: int | slice) -> RankAdmission | Sequence[RankAdmission]:
-        if isinstance(i, slice):
-            return tuple(self[j] for j in range(*i.indices(len(self))))
+    def row(self, i: int) -> RankAdmission:
         label, kv, blocks, floor_kv = self.labels[i], self.kv_bytes[i], self.blocks[i], self.floor_kv
         return RankAdmission(label, kv, blocks, self._rkv.tokens_for_blocks(blocks), self._rkv.raw_tokens(kv),
                              kv - floor_kv if kv > floor_kv else 0, label == self.binding_label)  # fmt: skip
 
-    def __iter__(self) -> Iterator[RankAdmission]:
-        for i in range(len(self.kv_bytes)):
-            yield self[i]
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sequence) and tuple(self) == tuple(other)
-
-    def __hash__(self) -> int:
-        return hash(tuple(self))
-
-    def __repr__(self) -> str:
-        return f"RankAdmissions({len(self)} ranks)"
 
 
 def _rank_blocks(kvs: Sequence[int], rkv: RankKV, policy: AdmissionPolicy) -> tuple[Sequence[int], Sequence[int]]:

@@ -7,11 +7,11 @@ whole pages; stranded_i = safe_i − uniform. Ranks are never summed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import overload
 
 from app.core.kvspec import RankKV
+from app.core.lazy_rows import LazyRows
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +37,7 @@ class UniformBudget:
     flag: str
 
 
-class RankBudgets(Sequence[RankBudget]):
+class RankBudgets(LazyRows[RankBudget]):
     """Every rank's room, safe and stranded bytes, each `RankBudget` made when asked for."""
 
     __slots__ = ("labels", "reserve", "rooms", "uniform")
@@ -48,29 +48,11 @@ class RankBudgets(Sequence[RankBudget]):
     def __len__(self) -> int:
         return len(self.rooms)
 
-    @overload
-    def __getitem__(self, i: int) -> RankBudget: ...
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[RankBudget]: ...
-    def __getitem__(self, i: int | slice) -> RankBudget | Sequence[RankBudget]:
-        if isinstance(i, slice):
-            return tuple(self[j] for j in range(*i.indices(len(self))))
+    def row(self, i: int) -> RankBudget:
         room = self.rooms[i]
         safe = room - self.reserve
         return RankBudget(self.labels[i], room, safe, safe - self.uniform if safe > self.uniform else 0)
 
-    def __iter__(self) -> Iterator[RankBudget]:
-        for i in range(len(self.rooms)):
-            yield self[i]
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sequence) and tuple(self) == tuple(other)
-
-    def __hash__(self) -> int:
-        return hash(tuple(self))
-
-    def __repr__(self) -> str:
-        return f"RankBudgets({len(self)} ranks)"
 
 
 def uniform_budget(rooms: tuple[tuple[str, int], ...], reserve_bytes: int, rkv: RankKV) -> UniformBudget | None:

@@ -19,10 +19,11 @@ A rank the tight loop does not cover — a measured KV room, no total, a manual
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import Any
 
+from app.core.lazy_rows import LazyRows
 from app.core.ledger import (
     KV_NOTE,
     Cell,
@@ -122,7 +123,7 @@ def columns_for(ranks: tuple[RankInput, ...], prepared: RankColumns | None) -> R
     return prepared if prepared is not None and prepared.ranks is ranks else rank_columns(ranks)
 
 
-class RankLedgers(Sequence[RankLedger]):
+class RankLedgers(LazyRows[RankLedger]):
     """Every rank's ledger: the KV and requested bytes as lists, the `RankLedger`s made on demand.
 
     Equal (as a sequence) to ``ledger.work_out(ranks, rules)``; `slow` holds the ranks the
@@ -141,13 +142,7 @@ class RankLedgers(Sequence[RankLedger]):
     def __len__(self) -> int:
         return len(self.kv_bytes)
 
-    @overload
-    def __getitem__(self, i: int) -> RankLedger: ...
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[RankLedger]: ...
-    def __getitem__(self, i: int | slice) -> RankLedger | Sequence[RankLedger]:
-        if isinstance(i, slice):
-            return tuple(self[j] for j in range(*i.indices(len(self))))
+    def row(self, i: int) -> RankLedger:
         found = self._items[i]
         if found is None:
             if i < 0:
@@ -156,18 +151,6 @@ class RankLedgers(Sequence[RankLedger]):
             found = self._items[i] = RankLedger(self.columns.ranks[i], self.requested[i], kv, True)
         return found
 
-    def __iter__(self) -> Iterator[RankLedger]:
-        for i in range(len(self.kv_bytes)):
-            yield self[i]
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sequence) and tuple(self) == tuple(other)
-
-    def __hash__(self) -> int:
-        return hash(tuple(self))
-
-    def __repr__(self) -> str:
-        return f"RankLedgers({len(self)} ranks)"
 
     @property
     def will_start(self) -> bool:
