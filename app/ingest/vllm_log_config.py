@@ -28,6 +28,10 @@ from app.ingest.vllm_log_model import Value
 
 _VERSION = r"([0-9][\w.+\-]{0,40})"
 _API_VERSION = re.compile(r"vLLM API server version " + _VERSION)
+# From v0.15 (PR #32796, vllm/entrypoints/utils.py `log_version_and_model`) the API server prints its
+# version in a logo line (`… █ ▀▄▀ █  version %s`, colour codes removed before extractors run) or,
+# with VLLM_DISABLE_LOG_LOGO, as `vLLM server version %s, serving model %s`; both replace the line above.
+_SERVER_VERSION = re.compile(r"(?:▀▄▀ █ {1,4}version {1,4}|vLLM server version )" + _VERSION)
 _ENGINE_VERSION = re.compile(r"LLM engine \(v" + _VERSION + r"\) with config: ")
 _CONFIG = re.compile(r"with config: ")
 _KEY = re.compile(r"([A-Za-z_]\w{0,60})=")
@@ -133,9 +137,10 @@ def engine_config(seg: str) -> list[Fact]:
 
 def api_version(seg: str) -> list[Fact]:
     out: list[Fact] = []
-    for m in _API_VERSION.finditer(seg):
-        out.append(Fact("mark", "api_version", True, pos=m.start()))
-        out.append(Fact("version", "API server", m[1], pos=m.start()))
+    for pattern in (_API_VERSION, _SERVER_VERSION):
+        for m in pattern.finditer(seg):
+            out.append(Fact("mark", "api_version", True, pos=m.start()))
+            out.append(Fact("version", "API server", m[1].rstrip(","), pos=m.start()))
     return out
 
 

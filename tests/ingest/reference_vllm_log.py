@@ -38,7 +38,7 @@ _EXTRACTORS: tuple[tuple[Extractor, tuple[str, ...]], ...] = (
     (ln.cuda_graphs, ("CUDA graph", "Graph capturing finished")),
     (ln.free_memory, ("Free memory on device", "Initial free memory", "Free memory after profiling")),
     (cfg.engine_config, ("with config: ",)),
-    (cfg.api_version, ("API server version",)),
+    (cfg.api_version, ("API server version", "vLLM server version", "▀▄▀ █")),
     (cfg.non_default_args, ("non-default args",)),
     (cfg.simple_settings, ("max model len", "block size to", "max_num_batched_tokens=", "Auto-fit max_model_len")),
     (cfg.errors, ("max seq len", "No available memory for the cache", "init engine (")),
