@@ -1,6 +1,6 @@
 """The reference for the differential test (tests/ingest/test_vllm_log_fast_path.py): the
-parser's line scan as it was before the fast path (app/ingest/vllm_log.py at 343ffe7), kept
-whole, with two deliberate changes. First, it reads EVERY line and runs every extractor whose needles the
+parser's line scan as it was before the fast path (app/ingest/vllm_log.py at 343ffe7), with the
+parser's own extractor table and hard-wrap helpers imported, and two deliberate changes. First, it reads EVERY line and runs every extractor whose needles the
 line holds (`_candidates` below), where the old code ran only the extractors its hand-written
 keyword table located. That table dropped needles ('Graph capturing finished' without 'took' on
 the same physical line, extra/hard-wrapped-words100.log); the fast path keys its prefilter on
@@ -13,102 +13,29 @@ cut by a hard wrap are read without them, as the fast path reads them.
 from __future__ import annotations
 
 import gc
-import re
-from collections import Counter
-from collections.abc import Callable
 
-from app.ingest import vllm_log_config as cfg
-from app.ingest import vllm_log_lines as ln
+# The extractor table, the hard-wrap join and the header time are the parser's own (shared, not
+# copied: the spec of what a line tells is not what the fast path changed); what differs below is
+# the scan: every line, every extractor whose needles it holds, no line cache.
+from app.ingest.vllm_log import (
+    _ANSI,
+    _CARET_ANSI,
+    _EXTRACTORS,
+    _MAX_JOIN_LINES,
+    _RECORD_START,
+    LOOKED_FOR,
+    Extractor,
+    _detect_wrap,
+    _stamp,
+    _unwrap,
+)
+from app.ingest.vllm_log import _HEADER_RE as _HEADER
+from app.ingest.vllm_log import _REPEATED_RE as _REPEATED
 from app.ingest.vllm_log_lines import Fact
 from app.ingest.vllm_log_model import Finding, LogParse
 from app.ingest.vllm_log_prefix import identity_before
 
 from .reference_vllm_log_runs import RunBuilder
-
-Extractor = Callable[[str], list[Fact]]
-
-# (extractor, needles): the extractor runs on a line piece holding one of its needles.
-_EXTRACTORS: tuple[tuple[Extractor, tuple[str, ...]], ...] = (
-    (ln.weights, ("weights took", "Model loading took")),
-    (ln.v0_profile, ("Memory profiling", "x gpu_memory_utilization (", "model weights take")),
-    (ln.blocks, (" blocks: ", "GPU blocks: ", "num_gpu_blocks")),
-    (ln.kv_available, ("Available KV cache memory",)),
-    (ln.kv_tokens, ("GPU KV cache size",)),
-    (ln.concurrency, ("Maximum concurrency for",)),
-    (ln.cuda_graphs, ("CUDA graph", "Graph capturing finished")),
-    (ln.free_memory, ("Free memory on device", "Initial free memory", "Free memory after profiling")),
-    (cfg.engine_config, ("with config: ",)),
-    (cfg.api_version, ("API server version", "vLLM server version", "▀▄▀ █")),
-    (cfg.non_default_args, ("non-default args",)),
-    (cfg.simple_settings, ("max model len", "block size to", "max_num_batched_tokens=", "Auto-fit max_model_len")),
-    (cfg.errors, ("max seq len", "No available memory for the cache", "init engine (")),
-    (ln.v0_profile_table, ("Memory profiling results:", *ln.TABLE_NEEDLES)),
-)
-LOOKED_FOR = (
-    "'Loading model weights took' / 'Model loading took', 'Memory profiling results', "
-    "'Memory profiling takes' and the V0 three-line block, '# GPU/CUDA/cuda blocks', "
-    "'Available KV cache memory', 'GPU KV cache size', 'Maximum concurrency for … tokens per request', "
-    "CUDA-graph lines, 'Free memory on device', 'kv_cache_memory_bytes', 'num_gpu_blocks is', the "
-    "engine config line, 'non-default args' and the start-up errors"
-)
-
-# An SGR/CSI escape, as the terminal wrote it (ESC = \x1b) or as pasted from a pager or an issue in
-# caret notation (the two characters `^[` for ESC: `^[[0;36m(EngineCore_DP0 pid=N)^[[0;0m`); vLLM
-# colours the process prefix (vllm/utils/system_utils.py `_add_prefix`, v0.10.2+).
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_CARET_ANSI = re.compile(r"\^\[\[[0-9;?]*[A-Za-z]")
-_REPEATED = re.compile(r"\[repeated (\d{1,9})x across cluster\]")
-_RECORD_START = re.compile(
-    r"\s*(?:(?:\x1b|\^\[)\[[0-9;]*m)*"
-    r"(?:\([^)]{0,100}pid=|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) |\d{4}-\d\d-\d\d[T ]|\[|$)"
-)
-_HEADER = re.compile(r"\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? (\[)?[\w./\-]{1,120}:\d{1,6}\]")
-_MAX_JOIN_LINES = 12
-_STAMP = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
-
-
-def _stamp(seg: str, pos: int) -> tuple[int, int, int, int, int] | None:
-    """The log header time (month, day, h, m, s) of the message at `pos`, if its header has one."""
-    found = list(_STAMP.finditer(seg, max(0, pos - 300), pos + 1))
-    if not found:
-        return None
-    mo, d, h, mi, sec = (int(x) for x in found[-1].groups())
-    return (mo, d, h, mi, sec)
-
-
-def _detect_wrap(text: str) -> int | None:
-    """The width of a fixed-width hard wrap (`fold -w`, terminal paste), or None."""
-    sample = [s.rstrip("\r") for s in text.split("\n", 20000)[:20000]]
-    lengths = Counter(len(s) for s in sample)
-    long_lines = sum(c for n, c in lengths.items() if n >= 60)
-    candidates = [(c, n) for n, c in lengths.items() if 60 <= n <= 300]
-    if not candidates or long_lines == 0:
-        return None
-    c, width = max(candidates)
-    if c < 3 or c < 0.5 * long_lines:
-        return None
-    # fold pieces all differ; a log that repeats one idle-stats line many times is not wrapped
-    distinct = len({s for s in sample if len(s) == width})
-    return width if distinct >= 0.5 * c else None
-
-
-def _unwrap(text: str, width: int) -> tuple[str, list[int], int]:
-    """Join continuation lines of a `width`-column hard wrap; also return how many were joined."""
-    lines = text.split("\n")
-    out: list[str] = []
-    origin: list[int] = []
-    i, n, joined = 0, len(lines), 0
-    while i < n:
-        start = i
-        parts = [lines[i].rstrip("\r")]
-        while len(parts[-1]) == width and i + 1 < n and not _RECORD_START.match(lines[i + 1]):
-            i += 1
-            joined += 1
-            parts.append(lines[i].rstrip("\r"))
-        out.append("".join(parts))
-        origin.append(start + 1)
-        i += 1
-    return "\n".join(out), origin, joined
 
 
 def _candidates(text: str) -> dict[int, set[int]]:
