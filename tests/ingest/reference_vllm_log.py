@@ -1,13 +1,13 @@
-"""The reference for the differential test (tests/ingest/test_vllm_log_fast_path.py): the
-parser's line scan as it was before the fast path (app/ingest/vllm_log.py at 343ffe7), with the
-parser's own extractor table and hard-wrap helpers imported, and two deliberate changes. First, it reads EVERY line and runs every extractor whose needles the
-line holds (`_candidates` below), where the old code ran only the extractors its hand-written
-keyword table located. That table dropped needles ('Graph capturing finished' without 'took' on
-the same physical line, extra/hard-wrapped-words100.log); the fast path keys its prefilter on
-the needles themselves. Slow by design: no keyword prefilter, no per-line cache; runs are
-folded by the RunBuilder of that commit too (reference_vllm_log_runs.py). A second change: colour
-codes leave the whole text before the scan (see `_parse`), so continuation lines joined to a message
-cut by a hard wrap are read without them, as the fast path reads them.
+"""The reference for the differential test (tests/ingest/test_vllm_log_fast_path.py): the parser's line
+scan as it was before the fast path (app/ingest/vllm_log.py at 343ffe7), with the parser's own
+extractor table and hard-wrap helpers imported, and two deliberate changes. First, it reads EVERY
+line and runs every extractor whose needles the line holds (`_candidates` below), where the old code
+ran only the extractors its hand-written keyword table located. That table dropped needles ('Graph
+capturing finished' without 'took' on the same physical line, extra/hard-wrapped-words100.log); the
+fast path keys its prefilter on the needles themselves. Slow by design: no keyword prefilter, no
+per-line cache; runs are folded by the RunBuilder of that commit too (reference_vllm_log_runs.py). A
+second change: colour codes leave the whole text before the scan (see `_parse`), so continuation
+lines joined to a message cut by a hard wrap are read without them, as the fast path reads them.
 """
 
 from __future__ import annotations
