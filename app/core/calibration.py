@@ -71,7 +71,7 @@ DEFAULT = Calibration(
     non_torch_whole=375809638,
     nccl_nvlink=2437393941,
     nccl_pcie=0,
-    graph_bytes=529439,
+    graph_bytes=526195,
     nccl_lazy_nvlink=2024003338,
 )
 

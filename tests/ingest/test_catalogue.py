@@ -69,6 +69,12 @@ EXTRA_SHAPES: dict[str, tuple[int, int | None, int | None]] = {
     "Qwen/Qwen3-VL-30B-A3B-Instruct": (48, 4, 128),
     "Qwen/Qwen3-VL-30B-A3B-Instruct-FP8": (48, 4, 128),
     "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B": (48, 8, 128),
+    # Checkpoints of the llm-d-planner v0.19.0 sweep (tests/data/vllm-logs/43, 44, 49, 50, 54)
+    "codellama/CodeLlama-7b-hf": (32, 32, 128),
+    "codellama/CodeLlama-34b-Instruct-hf": (48, 8, 128),
+    "google/gemma-2-2b-it": (26, 4, 256),
+    "microsoft/phi-2": (32, 32, 80),
+    "Qwen/Qwen1.5-MoE-A2.7B-Chat": (24, 16, 128),
 }
 
 SHARED_SHAPES_JSON = Path(__file__).resolve().parents[3] / "shared" / "data" / "model-shapes.json"
