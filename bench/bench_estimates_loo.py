@@ -27,11 +27,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from estimate_cases import CASES, CONFIG_VARIANTS, LOGS, SKIPS, Case, P, real_logs
 
 from app.core.calibration import DEFAULT, Calibration, Observation, fit
+from app.core.checks import plan_checks
 from app.core.cudagraphs import graph_terms, max_capture_size
 from app.core.estimates import EstimateContext, estimate_ranks, mxfp4_backend_for
 from app.core.gpus import compute_capability, resolve_gpu
 from app.core.kvspec import pp_layer_split
-from app.core.ledger import Cell
+from app.core.ledger import Cell, RankInput
 from app.core.model_config import shape_from_config
 from app.core.nontorch import counts_whole_device
 from app.core.plan import Engine, Layout, ModelInput, PlanInput, Policy, compute
@@ -157,7 +158,27 @@ def predict(case: Case, cal: Calibration, weights_mode: str) -> tuple[int, bool,
     rows = {name: getattr(worst.inp, name).bytes for name in ("weights", "non_torch", "activation", "cuda_graphs")}
     starts = all(lg.will_start for lg in result.ledgers) and result.admission.fits_max_model_len
     starts = starts and min(lg.kv.bytes for lg in result.ledgers) > 0
-    return worst.kv.bytes, starts, rows
+    rows["warmup"] = _warmup(case, plan, ranks) if starts else 0
+    return worst.kv.bytes, starts and rows["warmup"] != WARMUP_STATES.index("fails"), rows
+
+
+WARMUP_STATES = ("none", "fits", "at_risk", "fails")
+
+
+def _warmup(case: Case, plan: PlanInput, ranks: tuple[RankInput, ...]) -> int:
+    """The sampler warm-up gate (app.core.checks `sampler_warmup`) on the plan, with the free memory at
+    start the log prints (its init snapshot, an input like the card's total) where the case states none;
+    the worst state over the ranks, as an index of WARMUP_STATES."""
+    free = _first(_run(case.log, case.run)["ranks"], "free_at_start_bytes")  # type: ignore[arg-type]
+    if free is not None and case.free_gib is None:
+        ranks = tuple(replace(r, free_at_start=Cell(free, "measured")) for r in ranks)
+    checks = [c for c in plan_checks(compute(replace(plan, ranks=ranks))) if c["check"] == "sampler_warmup"]
+    if not checks:
+        return 0
+    worst = 1
+    for c in checks:
+        worst = max(worst, 1 if c["ok"] else 3 if "runs out of memory" in c["reason"] else 2)
+    return worst
 
 
 def observations(case: Case) -> list[Observation]:
@@ -251,11 +272,18 @@ def evaluate(weights_mode: str = "measured") -> list[JSON]:
                      "predicted_start": loo_starts, "rows": loo_rows,
                      "measured_rows": {"weights": m.weights, "non_torch": m.non_torch, "activation": m.activation,
                                        "cuda_graphs": m.cuda_graphs}}  # fmt: skip
-        if m.kv and m.kv > 0 and not case.fails:
+        row["warmup"] = WARMUP_STATES[loo_rows.pop("warmup")]
+        if m.kv and m.kv > 0 and case.fails in (None, "sampler_warmup"):  # the warm-up fails after KV sizing
             row["loo_err"] = (loo_kv - m.kv) / m.kv
             row["in_err"] = (in_kv - m.kv) / m.kv
         out.append(row)
     return out
+
+
+def _predicted_failure(r: JSON) -> bool:
+    """A start-up failure the estimate predicts: it does not start, or, for a failure of the sampler
+    warm-up after KV sizing, the warm-up gate does not pass (at risk or failing)."""
+    return not r["predicted_start"] or (r["fails"] == "sampler_warmup" and r["warmup"] in ("at_risk", "fails"))
 
 
 def summary(rows: list[JSON], min_card_gib: float = 24.0, with_unstated: bool = False) -> JSON:
@@ -270,11 +298,13 @@ def summary(rows: list[JSON], min_card_gib: float = 24.0, with_unstated: bool = 
     loo = [abs(float(r["loo_err"])) for r in scored]  # type: ignore[arg-type]
     ins = [abs(float(r["in_err"])) for r in scored]  # type: ignore[arg-type]
     failures = [r for r in rows if r["fails"]]
+    flagged = [r for r in rows if not r["fails"] and r["warmup"] in ("at_risk", "fails")]  # started, warm-up flagged
     return {
         "cases": len(scored),
         "loo_median": statistics.median(loo) if loo else None, "loo_worst": max(loo) if loo else None,
         "in_median": statistics.median(ins) if ins else None, "in_worst": max(ins) if ins else None,
-        "failures": len(failures), "failures_predicted": sum(1 for r in failures if not r["predicted_start"]),
+        "failures": len(failures), "failures_predicted": sum(1 for r in failures if _predicted_failure(r)),
+        "warmup_flagged": ", ".join(str(r["case"]) for r in flagged), "warmup_flagged_n": len(flagged),
         "logs": len(real_logs()), "skipped": len(SKIPS),
     }  # fmt: skip
 
@@ -399,8 +429,10 @@ def _table(rows: list[JSON]) -> None:
     print("| case | model | GPU | TP | vLLM | logged KV GiB | LOO KV GiB | LOO err | in-sample err | start-up |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        start = "fails, predicted" if r["fails"] and not r["predicted_start"] else (
+        start = "fails, predicted" if r["fails"] and _predicted_failure(r) else (
             "fails, NOT predicted" if r["fails"] else ("starts" if r["predicted_start"] else "predicted to fail!"))
+        if r["warmup"] not in ("none", "fits"):
+            start += f" (warm-up {str(r['warmup']).replace('_', ' ')})"
         cells = (r["case"], r["model"], r["gpu"], r["tp"], r["version"], _gib(r["logged_kv"]), _gib(r["loo_kv"]),
                  _pct(r.get("loo_err")), _pct(r.get("in_err")), start)  # fmt: skip
         print("| " + " | ".join(str(c) for c in cells) + " |")
@@ -436,7 +468,8 @@ def main() -> None:
             print(f"{label}: available KV per GPU, cards ≥ 24 GB, {s['cases']} runs: leave-one-out median "
                   f"{_pct(s['loo_median'])} (worst {_pct(s['loo_worst'])}); in-sample median {_pct(s['in_median'])} "
                   f"(worst {_pct(s['in_worst'])}). Start-up failures predicted: "
-                  f"{s['failures_predicted']}/{s['failures']}.\n")  # fmt: skip
+                  f"{s['failures_predicted']}/{s['failures']}. Started runs whose sampler warm-up is flagged: "
+                  f"{s['warmup_flagged_n']} ({s['warmup_flagged'] or 'none'}).\n")  # fmt: skip
         print(f"Inputs not stated ({mode} weights; the rule in bench/estimate_cases.py):\n")
         _unstated_table(mode)
         print()

@@ -93,7 +93,7 @@ class Case:
     max_num_seqs: int | None = None
     enforce_eager: bool = False
     chunked_prefill: bool | None = None  # V0: None → on only when max_model_len > 32K
-    fails: str | None = None  # "negative_kv" | "max_model_len"
+    fails: str | None = None  # "negative_kv" | "max_model_len" | "free_memory" | "sampler_warmup" (after KV sizing)
     interconnect: str = "unknown"
     free_gib: float | None = None  # free memory at start, where the log states it
     scored_rank: str | None = None  # the rank the log shows, when not the binding one (PP driver)
@@ -179,6 +179,12 @@ CASES: tuple[Case, ...] = (
     # 37: another process held cuda:1 (60.33 of 79.19 GiB free), the free-memory check refused to start
     Case("37-v0190-llama4-scout-h100-tp4-free-memory-fail.log", 0, "llama-4-scout-17b-16e", "H100 80GB", "0.19.0", 4,
          0.95, 8192, free_gib=60.33, fails="free_memory"),
+    # 38, 53: KV sized and allocated (logged), graphs captured, then "CUDA out of memory occurred when warming up
+    # sampler with 1024 dummy requests" (vllm/v1/worker/gpu_worker.py compile_or_warm_up_model; app.core.checks)
+    Case("38-v0190-gpt-oss-20b-h100-tp1-sampler-oom-after-kv.log", 0, "gpt-oss-20b", "H100 80GB", "0.19.0", 1, 0.95,
+         8192, fails="sampler_warmup"),
+    Case("53-v0190-gpt-oss-20b-h100-tp2-sampler-oom-after-kv.log", 0, "gpt-oss-20b", "H100 80GB", "0.19.0", 2, 0.95,
+         8192, fails="sampler_warmup"),
     # 40: the offline LLM class on an A100 40GB (a2-highgpu-1g), eager; its scheduler line states 8192 batched tokens
     # (LLM-class default below 70 GiB, with 256 sequences)
     Case("40-v0151-llama31-8b-a100-40gb-tp1-eager-offline.log", 0, "llama-3.1-8b", "A100 40GB", "0.15.1", 1, 0.9,
@@ -236,9 +242,6 @@ SKIPS: tuple[Skip, ...] = (
          "INT8 checkpoint not in the catalogue, GPU not stated"),
     Skip(P + "41-v06x-unknown-mp-v0-mml-fail-tokens.log", "model and GPU not stated"),
     Skip(P + "42-v0141-gpt-oss-120b-h100-tp1-ansi-prefix-weights.log", "weights only: no KV stated"),
-    Skip("38-v0190-gpt-oss-20b-h100-tp1-sampler-oom-after-kv.log",
-         "failed after KV sizing (58.47 GiB): CUDA OOM warming up the sampler with 1024 dummy requests, not a kind "
-         "of failure the ledger models"),
     Skip("39-v0190-llama31-8b-fp32-h100-tp1.log", "--dtype float32 is not an input of the estimate"),
     # 45-52: llm-d-planner's v0.19.0 H100 sweep; no config.json found in a citable public copy (searched 2026-12-01:
     # the code index, inference-sim, aiconfigurator, mlc-ai/mlc-llm presets, TensorRT-LLM's test fixtures)
@@ -252,8 +255,6 @@ SKIPS: tuple[Skip, ...] = (
     Skip("52-v0190-mistral-small-31-24b-w8a8-h100-tp2.log",
          "Mistral-Small-3.1-24B W8A8: the one public config copy found (TensorRT-LLM test_modeling_mistral.py) "
          "cuts num_hidden_layers to 4, and the checkpoint's quantization_config (its ignore list) was not found"),
-    Skip("53-v0190-gpt-oss-20b-h100-tp2-sampler-oom-after-kv.log",
-         "failed after KV sizing (63.28 GiB per rank): CUDA OOM warming up the sampler with 1024 dummy requests"),
 )
 
 # Logs that are parser fixtures, not real runs (constructed or edited to exercise a format).

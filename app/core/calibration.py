@@ -71,8 +71,8 @@ DEFAULT = Calibration(
     non_torch_whole=375809638,
     nccl_nvlink=2437393941,
     nccl_pcie=0,
-    graph_bytes=526195,
-    nccl_lazy_nvlink=2024003338,
+    graph_bytes=530017,
+    nccl_lazy_nvlink=1986422374,
 )
 
 

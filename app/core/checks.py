@@ -13,6 +13,11 @@ Each check is ``{"check", "ok", "rank", "reason"}``; a plan passes when every ch
   captures them outside the budget (before 0.21) — must hold the policy's operating reserve.
 - ``growth_reserve``: with the growth reserve held back, the schedulable tokens still hold one
   max_model_len request.
+- ``sampler_warmup`` (one per last-stage rank, utilization mode, V1 from 0.8): vLLM's sampler warm-up
+  after the KV cache and the CUDA graphs (``compile_or_warm_up_model``, vllm/v1/worker/gpu_worker.py
+  @4dd49b06f; app.core.profile_run `sampler_warmup`) must fit in what the budget left outside: free at
+  start − requested + the profile's peak activation − CUDA graphs captured outside the budget, less
+  the torch memory the allocator still holds after the profile (0.21–2.35 GiB on the v0.19 logs).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import Any
 
 from app.core.ledger import RankLedger
 from app.core.plan import PlanResult
+from app.core.profile_run import RETAINED_AFTER_PROFILE, ProfileInputs, sampler_warmup
 from app.core.units import fmt_bytes
 
 Check = dict[str, Any]
@@ -83,10 +89,40 @@ def _growth_reserve(result: PlanResult) -> Check | None:
     return _check("growth_reserve", ok, reason)
 
 
+def _last_stage(result: PlanResult, lg: RankLedger) -> bool:
+    pp = result.plan.layout.pp
+    return pp == 1 or lg.label.startswith(f"PP{pp - 1}_")
+
+
+def _sampler_warmup(result: PlanResult, lg: RankLedger) -> Check | None:
+    plan, inp = result.plan, lg.inp
+    shape, total, act = plan.model.shape, inp.total or inp.free_at_start, inp.activation
+    if shape is None or total is None or act is None or lg.requested_bytes is None or plan.engine.kv_cache_memory_bytes:
+        return None
+    prof = ProfileInputs(plan.layout.tp, plan.engine.max_num_batched_tokens, plan.engine.max_num_seqs,
+                         result.rules.version, last_stage=_last_stage(result, lg))  # fmt: skip
+    free = inp.free_at_start or total
+    graphs = 0 if result.rules.cuda_graphs_in_budget or inp.cuda_graphs is None else inp.cuda_graphs.bytes
+    w = sampler_warmup(shape, prof, free.bytes - lg.requested_bytes, act.bytes, graphs)
+    if w is None:
+        return None
+    lo, hi = (fmt_bytes(x) for x in RETAINED_AFTER_PROFILE)
+    room = "free at start" if inp.free_at_start else "the card's total (the init snapshot not subtracted)"
+    verdict = {"fits": "fits", "at_risk": f"is at risk: it fits only if torch keeps less than {fmt_bytes(w.margin)}",
+               "fails": "runs out of memory"}[w.state]  # fmt: skip
+    reason = (
+        f"rank {lg.label}: the sampler warm-up over {w.rows:,} dummy requests needs {fmt_bytes(w.need)}; "
+        f"{room} − requested + peak activation − CUDA graphs outside the budget leaves {fmt_bytes(w.left)}, "
+        f"less what torch's allocator still holds after the profile ({lo}–{hi} on the v0.19 logs): it {verdict}"
+    )
+    return _check("sampler_warmup", w.state == "fits", reason, lg.label)
+
+
 def plan_checks(result: PlanResult) -> list[Check]:
     """Every gate of the plan, in order: ranks, max_model_len, then the policy reserves."""
     out = [_rank_starts(lg) for lg in result.ledgers]
     out.append(_max_model_len(result))
     out += [c for lg in result.ledgers if (c := _operating_reserve(result, lg)) is not None]
+    out += [c for lg in result.ledgers if (c := _sampler_warmup(result, lg)) is not None]
     growth = _growth_reserve(result)
     return out + ([growth] if growth is not None else [])

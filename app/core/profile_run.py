@@ -208,3 +208,60 @@ def activation_terms(shape: ModelShape, inp: ProfileInputs) -> ActivationTerms:
         notes.append(note)
     peak = max(encoder, cache + forward, cache + hidden_out + sampler)
     return ActivationTerms(forward, sampler, encoder, cache, hidden_out, peak, tuple(notes))
+
+
+# The V1 sampler warm-up, after the KV cache is allocated: `Worker.compile_or_warm_up_model`
+# (vllm/v1/worker/gpu_worker.py @4dd49b06f, v0.19) runs, on the last PP rank and after
+# `capture_model` ("called after `capture_model` on purpose", PR #13776, 8d5aa466f, 2025-03-08, v0.8),
+# `_dummy_run(min(max_num_seqs, max_num_batched_tokens))` without CUDA graphs and then
+# `_dummy_sampler_run` over those rows; an out-of-memory there is "CUDA out of memory occurred when
+# warming up sampler with N dummy requests" (gpu_model_runner.py `_dummy_sampler_run`). The memory it
+# has is what the budget left outside the KV cache: the card's free memory at start − requested
+# memory (the init snapshot is not in the budget), plus the profile's peak activation (counted in the
+# budget, freed after profiling), minus the CUDA graphs captured outside the budget (before v0.21).
+WARMUP_FROM = (0, 8, 0)
+# Torch memory the allocator still holds after the profile (`memory_profiling` empties the cache,
+# but blocks partly in use stay reserved and fragment it), measured, not fitted: init free − weights
+# − non-torch increase − "Free memory after profiling" on the 26 v0.19 H100 logs of
+# tests/data/vllm-logs 25-53 that print the three: 0.21-2.35 GiB (2.02 and 1.83 on the two runs whose
+# warm-up ran out of memory, files 38 and 53). It is not knowable from the config.
+RETAINED_AFTER_PROFILE = (225_485_783, 2_523_293_286)
+
+
+@dataclass(frozen=True)
+class Warmup:
+    """The sampler warm-up on one rank: what it allocates and what is left for it (bytes)."""
+
+    need: int
+    left: int  # before the allocator's retained memory is taken out
+    rows: int
+
+    @property
+    def margin(self) -> int:
+        return self.left - self.need
+
+    @property
+    def state(self) -> str:
+        """'fails' (short even with the least retained memory measured), 'at_risk' (short with the most)
+        or 'fits'."""
+        if self.margin < RETAINED_AFTER_PROFILE[0]:
+            return "fails"
+        return "at_risk" if self.margin < RETAINED_AFTER_PROFILE[1] else "fits"
+
+
+def warmup_need(shape: ModelShape, rows: int, version: Version) -> int:
+    """The warm-up's peak: the sampler over `rows` logits rows (as in the profile run) beside the dummy
+    run's last hidden states and their `torch.rand_like` copy."""
+    b = _DTYPE_BYTES.get(shape.dtype, 2)
+    return sampler_step_bytes(shape, rows, version, True) + 2 * rows * shape.hidden_size * b
+
+
+def sampler_warmup(
+    shape: ModelShape, inp: ProfileInputs, cushion: int, activation: int, graphs_outside: int
+) -> Warmup | None:
+    """The warm-up on a rank whose budget leaves `cushion` = free at start − requested outside it;
+    None where vLLM runs none (V0, before v0.8, not the last PP stage, no vocabulary)."""
+    if not inp.v1 or inp.version < WARMUP_FROM or not inp.last_stage or not shape.vocab_size:
+        return None
+    rows = min(inp.max_num_seqs, inp.max_num_batched_tokens)
+    return Warmup(warmup_need(shape, rows, inp.version), cushion + activation - graphs_outside, rows)

@@ -116,6 +116,8 @@ def test_logged_pools_leave_one_out() -> None:
 # Logged pools the per-graph constant misses by more than 40 % (leave-one-out), and why they are
 # not modelled yet: driver memory per graph is not one constant across versions, cards and models.
 GRAPH_MISSES = {
+    "38-v0190-gpt-oss-20b-h100-tp1-sampler-oom-after-kv.log": "gpt-oss TP1, 83 sizes: 1.84 GiB, 0.9 MiB a graph",
+    "27-v0190-gemma-3-12b-it-h100-tp1-vision.log": "0.36 MiB a graph against 0.53 fitted (gemma-3 only)",
     "28-v0190-gemma-3-27b-it-h100-tp1-vision.log": "0.34 MiB a graph against 0.53 fitted (gemma-3 only)",
     "41-v065-phi4-autoround-gptq-int4-80gb-class-tp1-util015.log": "V0 whole-model graphs: 6.9 MiB each",
     "42-v0191-qwen3-8b-a100-40gb-tp1.log": "the A100 (FlashAttention 2) log: 1.28 MiB a graph",
