@@ -159,6 +159,10 @@ CASES: tuple[Case, ...] = (
          8192, total_gib=47.74, v1=False, fails="max_model_len"),
     Case("public/39-v072-qwen25-32b-2xl40s-tp2-v0-rows.log", 0, "qwen2.5-32b", "L40S 48GB", "0.7.1", 2, 0.9, 10000,
          total_gib=44.42, v1=False, interconnect="pcie"),
+    # public/47: lm_eval's vLLM model (the LLM class: 8192 batched tokens, 256 sequences on an A100,
+    # vllm/engine/arg_utils.py _set_default_args @fba785658) at lm_eval's default utilization 0.9
+    Case(P + "47-v0102dev-qwen3-0.6b-a100-80gb-tp1-lm-eval-flashinfer.log", 0, "qwen3-0.6b", "A100 80GB", "0.10.2", 1,
+         0.9, 4096, max_num_batched_tokens=8192, max_num_seqs=256),
     # tests/data/vllm-logs/25-41 (sources in index.json). 25-37: llm-d-planner's accuracy sweep, v0.19.0 on H100 80GB
     # (79.19 GiB), vllm serve, prefix caching off, 8192 batched tokens and 1024 sequences (the logs' scheduler lines).
     Case("25-v0190-gemma-2-27b-it-h100-tp1.log", 0, "gemma-2-27b-it", "H100 80GB", "0.19.0", 1, 0.95, 8192),

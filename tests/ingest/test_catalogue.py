@@ -75,6 +75,7 @@ EXTRA_SHAPES: dict[str, tuple[int, int | None, int | None]] = {
     "google/gemma-2-2b-it": (26, 4, 256),
     "microsoft/phi-2": (32, 32, 80),
     "Qwen/Qwen1.5-MoE-A2.7B-Chat": (24, 16, 128),
+    "Qwen/Qwen3-0.6B": (28, 8, 128),  # tests/data/vllm-logs/public/47
 }
 
 SHARED_SHAPES_JSON = Path(__file__).resolve().parents[3] / "shared" / "data" / "model-shapes.json"
