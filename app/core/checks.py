@@ -18,6 +18,8 @@ Each check is ``{"check", "ok", "rank", "reason"}``; a plan passes when every ch
   @4dd49b06f; app.core.profile_run `sampler_warmup`) must fit in what the budget left outside: free at
   start − requested + the profile's peak activation − CUDA graphs captured outside the budget, less
   the torch memory the allocator still holds after the profile (0.21–2.35 GiB on the v0.19 logs).
+  Its ``state`` is fits / at_risk / fails; only ``fails`` (short even with the least retention measured)
+  fails the gate, ``at_risk`` passes with the risk in its reason.
 """
 
 from __future__ import annotations
@@ -115,7 +117,9 @@ def _sampler_warmup(result: PlanResult, lg: RankLedger) -> Check | None:
         f"{room} − requested + peak activation − CUDA graphs outside the budget leaves {fmt_bytes(w.left)}, "
         f"less what torch's allocator still holds after the profile ({lo}–{hi} on the v0.19 logs): it {verdict}"
     )
-    return _check("sampler_warmup", w.state == "fits", reason, lg.label)
+    # 'at risk' is a warning, not a failed gate: 9 of the 27 v0.19 runs that started fall inside the
+    # allocator's unknown retention, so failing them would fail a CI gate on a run that starts.
+    return {**_check("sampler_warmup", w.state != "fails", reason, lg.label), "state": w.state}
 
 
 def plan_checks(result: PlanResult) -> list[Check]:

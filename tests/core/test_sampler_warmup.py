@@ -106,6 +106,11 @@ def test_the_plan_gate_names_the_warm_up() -> None:
            "ranks": [rows]}  # fmt: skip
     result = run_plan(doc, with_levers=False, check=True)
     gate = next(c for c in result["checks"] if c["check"] == "sampler_warmup")
-    assert not gate["ok"] and "1,024 dummy requests" in gate["reason"] and "at risk" in gate["reason"]
+    assert gate["state"] == "at_risk" and "1,024 dummy requests" in gate["reason"] and "at risk" in gate["reason"]
+    assert gate["ok"], "at risk warns; only a warm-up short with the least retention measured fails the gate"
     easy = run_plan({**doc, "engine": {**doc["engine"], "max_num_seqs": 64}}, with_levers=False, check=True)
     assert next(c for c in easy["checks"] if c["check"] == "sampler_warmup")["ok"]
+    tight = {**doc, "engine": {**doc["engine"], "gpu_memory_utilization": 0.97}}
+    short = run_plan(tight, with_levers=False, check=True)
+    gate = next(c for c in short["checks"] if c["check"] == "sampler_warmup")
+    assert gate["state"] == "fails" and not gate["ok"] and not short["checks_pass"]
