@@ -70,7 +70,8 @@ def mxfp4_backend_for(capability: tuple[int, int] | None) -> str:
     (Ampere, Ada) vLLM always takes Marlin's weight-only FP4 path — `get_mxfp4_backend`,
     vllm/model_executor/layers/quantization/mxfp4.py @15b8fef45 (v0.10.2): `capability[0] < 9` →
     MARLIN; `select_mxfp4_moe_backend`, fused_moe/oracle/mxfp4.py @8f121f787: triton_kernels need
-    9.0 ≤ cc < 11.0. Hopper and Blackwell (and an unknown card): the Triton layout is assumed."""
+    9.0 ≤ cc < 11.0. Hopper and Blackwell (and an unknown card): Triton, whose layout — and Marlin
+    before v0.12, when vLLM bundled no triton_kernels — the release decides (weights_tensor.mxfp4_layout)."""
     return "marlin" if capability is not None and capability < (9, 0) else "triton"
 
 
@@ -79,12 +80,13 @@ def embedding_bytes(shape: ModelShape) -> int:
     return (shape.vocab_size or 0) * shape.hidden_size * _DTYPE_BYTES.get(shape.dtype, 2)
 
 
-def weights_per_stage(shape: ModelShape, tp: int, pp: int, mxfp4_backend: str = "triton") -> tuple[int, ...]:
-    """Estimated weight bytes on one rank of each pipeline stage (``app.core.weights``)."""
+def weights_per_stage(
+    shape: ModelShape, tp: int, pp: int, mxfp4_backend: str = "triton", ctx: EstimateContext | None = None
+) -> tuple[int, ...]:
+    """Estimated weight bytes on one rank of each pipeline stage (``app.core.weights``; with ``ctx``,
+    by its vLLM version's rules and its batched-token budget)."""
     if shape.weights is not None:
-        return tuple(
-            weights.weights_per_rank(shape, tp, pp, r, mxfp4_backend=mxfp4_backend).nbytes for r in range(pp)
-        )
+        return tuple(_weights(shape, tp, pp, r, mxfp4_backend, ctx).nbytes for r in range(pp))
     embed = embedding_bytes(shape)
     head = embed if (not shape.tie_word_embeddings or pp > 1) else 0
     layer_bytes = max(0, shape.weight_bytes - embed - (0 if shape.tie_word_embeddings else embed))
@@ -172,17 +174,25 @@ def _row_cells(shape: ModelShape, ctx: EstimateContext) -> tuple[Cell, Cell, Cel
     )
 
 
+def _weights(
+    shape: ModelShape, tp: int, pp: int, stage: int, mxfp4_backend: str, ctx: EstimateContext | None
+) -> weights.WeightsEstimate:
+    version, tokens = (ctx.rules.version, ctx.max_num_batched_tokens) if ctx is not None else (None, 0)
+    return weights.weights_per_rank(shape, tp, pp, stage, mxfp4_backend=mxfp4_backend, vllm_version=version,
+                                    max_num_batched_tokens=tokens)  # fmt: skip
+
+
 def _weights_note(shape: ModelShape, ctx: EstimateContext, stage: int) -> str:
     if shape.weights is None:
         return "checkpoint bytes / TP for this stage"
-    return weights.weights_per_rank(shape, ctx.tp, ctx.pp, stage, mxfp4_backend=ctx.mxfp4_backend).explain()
+    return _weights(shape, ctx.tp, ctx.pp, stage, ctx.mxfp4_backend, ctx).explain()
 
 
 def estimate_ranks(
     shape: ModelShape, ctx: EstimateContext, total_bytes: int, free_at_start: int | None
 ) -> tuple[RankInput, ...]:
     """Estimated rows for every rank of one engine (tp × pp ranks)."""
-    stages = weights_per_stage(shape, ctx.tp, ctx.pp, ctx.mxfp4_backend)
+    stages = weights_per_stage(shape, ctx.tp, ctx.pp, ctx.mxfp4_backend, ctx)
     non_torch_cell, graphs_cell, act_mid, act_last = _row_cells(shape, ctx)
     total = Cell(total_bytes, "measured", "GPU memory size")
     free = Cell(free_at_start, "measured") if free_at_start is not None else None

@@ -27,7 +27,7 @@ from app.core.errors import InputError
 from app.core.model_config import shape_from_config
 from app.core.shape import ModelShape
 from app.core.weights_build import build_weights_model
-from app.core.weights_tensor import Geometry, WeightsModel, rank_group_bytes
+from app.core.weights_tensor import Geometry, Version, WeightsModel, rank_group_bytes
 
 _WHY = {
     "embedding": "VocabParallelEmbedding: vocab padded to a multiple of 64, ÷ TP (first stage)",
@@ -40,7 +40,8 @@ _WHY = {
     "norms": "RMSNorm/LayerNorm weights: whole on every rank",
     "mixer": "Mamba / gated-DeltaNet projections, conv and A/D/dt: ÷ TP",
     "vision": "vision tower: column/row-parallel blocks ÷ TP, patch/position embeddings whole (first stage)",
-    "rope": "rotary cos_sin_cache buffer (max_position × rotary_dim, model dtype), whole on every rank",
+    "rope": "rotary cos_sin_cache buffers (rows per rope type × rotary_dim, model dtype), whole on every rank",
+    "buffers": "per-token buffers the model class allocates at init (Qwen3-VL deepstack: levels × batched tokens)",
 }
 
 
@@ -105,17 +106,24 @@ def weights_per_rank(
     enable_expert_parallel: bool = False,
     ep_rank: int = 0,
     mxfp4_backend: str = "triton",
+    vllm_version: Version | None = None,
+    max_num_batched_tokens: int = 0,
 ) -> WeightsEstimate:
     """Weight bytes vLLM holds on one rank of ``model`` (a WeightsModel, a parsed ModelShape or a
-    config.json mapping) at this layout; cached per model and rank geometry."""
+    config.json mapping) at this layout, by the rules of ``vllm_version`` (None: the newest); cached
+    per model and rank geometry. ``max_num_batched_tokens`` sizes the buffers some model classes
+    allocate while they are built (0: not counted)."""
     for name, value in (("tp", tp), ("pp", pp), ("dp", dp)):
         if value < 1:
             raise InputError(f"layout.{name}", f"must be at least 1, got {value}")
+    if max_num_batched_tokens < 0:
+        raise InputError("engine.max_num_batched_tokens", f"must not be negative, got {max_num_batched_tokens}")
     if mxfp4_backend not in ("triton", "marlin"):
         raise InputError(
             "engine.mxfp4_backend", f"{mxfp4_backend!r}: vLLM's MXFP4 MoE backends here are triton, marlin"
         )
-    g = Geometry(tp, pp, pp_rank, dp, enable_expert_parallel, ep_rank, mxfp4_backend)
+    g = Geometry(tp, pp, pp_rank, dp, enable_expert_parallel, ep_rank, mxfp4_backend, vllm_version,
+                 max_num_batched_tokens)  # fmt: skip
     return _per_rank(_model_of(model), g)
 
 

@@ -23,8 +23,9 @@ Tensors outside the decoder layers: embeddings, LM head, final norm, rotary cach
   embeddings share one tensor on a single stage; with PP > 1 the last stage builds its own
   ``embed_tokens`` for the tie (``is_first_rank or (tie_word_embeddings and is_last_rank)``).
 - Rotary caches: ``RotaryEmbedding.__init__`` (rotary_embedding/base.py) registers a
-  ``cos_sin_cache`` buffer of max_position × rotary_dim in the model dtype, one per distinct
-  rope (``get_rope`` caches them); Gemma-3 has a local and a global rope. Measured: Llama-3.1-8B
+  ``cos_sin_cache`` buffer of rows × rotary_dim in the model dtype, one per distinct rope
+  (``get_rope`` caches them); the rows per rope type (linear scaling × factor, M-RoPE × 4, …)
+  are ``weights_rope``'s; Gemma-3 has a local and a global rope. Measured: Llama-3.1-8B
   logs 14.9888 GiB = 8,030,261,248 parameters × 2 B + 131072 × 128 × 2 B exactly (file 01).
 - Vision tower: blocks of QKV/proj/fc1/fc2 that vLLM's vision encoders build as column/row-
   parallel linears (models/qwen3_vl.py ``Qwen3_VisionBlock``, siglip.py, … with
@@ -38,42 +39,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from app.core.hfconfig import HFConfig
 from app.core.mamba import DTYPE_BYTES, mixer_params
 from app.core.params import _ffn_sizes, _gated, _has_ffn, _moe_layer
-from app.core.weights_quant import QuantPlan, quant_plan
+from app.core.weights_builder import Builder
+from app.core.weights_mla import mla_tensors
+from app.core.weights_quant import MXFP4_BIAS, QuantPlan, quant_plan
+from app.core.weights_rope import rope_cache_rows
 from app.core.weights_tensor import Tensor, Tensors, WeightsModel, index_total_size
 
 if TYPE_CHECKING:
     from app.core.shape import ModelShape
 
 ATTN_KINDS = ("full", "sliding", "chunked", "mla")
-
-
-class Builder:
-    def __init__(self, cfg: HFConfig, shape: ModelShape, quant: QuantPlan) -> None:
-        self.cfg, self.shape, self.quant = cfg, shape, quant
-        self.dtype_bytes = DTYPE_BYTES[shape.dtype]
-        self.notes: list[str] = []
-
-    def t(self, name: str, group: str, rows: int, cols: int, split: str, *, quant: str = "", **kw: int) -> Tensor:
-        """A tensor; ``quant`` = "linear"/"experts" makes it subject to the checkpoint's scheme."""
-        scheme = self.quant.scheme_for(name, quant == "experts") if quant else None
-        pad = self.quant.pad_expert_intermediate if quant == "experts" and scheme is not None else 1
-        return Tensor(
-            name.split(".", 3)[-1] if name.startswith("model.layers.") else name,
-            group,
-            rows,
-            cols,
-            split,
-            scheme,
-            dtype_bytes=self.dtype_bytes,
-            pad=pad,
-            kind=quant,
-            **kw,
-        )
 
 
 def _attention(b: Builder, p: str) -> list[Tensor]:
@@ -99,36 +80,6 @@ def _attention(b: Builder, p: str) -> list[Tensor]:
         ]
     if cfg.model_type().startswith(("qwen3", "gemma3", "glm4_moe")) and cfg.get("use_qk_norm") is not False:
         out.append(b.t(f"{p}.self_attn.qk_norm", "norms", 2 * d, 1, "rep"))
-    return out
-
-
-def _mla(b: Builder, p: str) -> list[Tensor]:
-    """DeepseekV2MLAAttention (models/deepseek_v2.py) and MLAAttention.process_weights_after_loading."""
-    cfg, s = b.cfg, b.shape
-    h, heads = s.hidden_size, s.num_attention_heads
-    rope, nope = cfg.int_or_none("qk_rope_head_dim") or 0, cfg.int_or_none("qk_nope_head_dim") or 0
-    v_dim, kv_lora = cfg.int_or_none("v_head_dim") or nope, cfg.int_req("kv_lora_rank")
-    q_lora = cfg.int_or_none("q_lora_rank")
-    out = []
-    if q_lora:
-        out += [
-            b.t(f"{p}.self_attn.q_a_proj", "attention", q_lora, h, "rep", quant="linear"),
-            b.t(f"{p}.self_attn.q_a_layernorm", "norms", q_lora, 1, "rep"),
-            b.t(f"{p}.self_attn.q_b_proj", "attention", heads * (nope + rope), q_lora, "col", quant="linear"),
-        ]
-    else:
-        out.append(b.t(f"{p}.self_attn.q_proj", "attention", heads * (nope + rope), h, "col", quant="linear"))
-    kv_b = b.t(f"{p}.self_attn.kv_b_proj", "attention", heads * (nope + v_dim), kv_lora, "col", quant="linear")
-    out += [
-        b.t(f"{p}.self_attn.kv_a_proj_with_mqa", "attention", kv_lora + rope, h, "rep", quant="linear"),
-        b.t(f"{p}.self_attn.kv_a_layernorm", "norms", kv_lora, 1, "rep"),
-        kv_b,
-        b.t(f"{p}.self_attn.o_proj", "attention", h, heads * v_dim, "row", quant="linear"),
-    ]
-    if kv_b.scheme is not None:
-        # mla_attention.py process_weights_after_loading: W_UK_T / W_UV are 16-bit copies of the
-        # dequantized kv_b_proj ("we just store fp16/bf16 copies").
-        out.append(b.t(f"{p}.self_attn.W_UK_T+W_UV", "attention", heads * (nope + v_dim), kv_lora, "col"))
     return out
 
 
@@ -192,9 +143,10 @@ def _ffn(b: Builder, p: str, ffn: str) -> list[Tensor]:
         b.t(f"{p}.{router}", "router", n_exp, h, "rep"),
     ]
     if cfg.model_type() == "gpt_oss":  # w13_bias / w2_bias (bf16) and the router bias
+        bias = MXFP4_BIAS if b.quant.experts is not None and b.quant.experts.name.startswith("mxfp4") else None
         out += [
-            b.t(f"{p}.mlp.experts.w13_bias", "experts", 2 * inter, 1, "e13", count=n_exp, unit=2),
-            b.t(f"{p}.mlp.experts.w2_bias", "experts", h, 1, "erep", count=n_exp),
+            replace(b.t(f"{p}.mlp.experts.w13_bias", "experts", 2 * inter, 1, "e13", count=n_exp, unit=2), scheme=bias),
+            replace(b.t(f"{p}.mlp.experts.w2_bias", "experts", h, 1, "erep", count=n_exp), scheme=bias),
             b.t(f"{p}.{router}.bias", "router", n_exp, 1, "rep"),
         ]
     shared = sizes.shared // (n_mat * h) if sizes.shared >= n_mat * h else 0
@@ -217,7 +169,7 @@ def _norms_per_layer(cfg: HFConfig) -> int:
 def _layer(b: Builder, p: str, kind: str, ffn: str) -> tuple[Tensor, ...]:
     out = [b.t(f"{p}.layernorms", "norms", _norms_per_layer(b.cfg) * b.shape.hidden_size, 1, "rep")]
     if kind == "mla":
-        out += _mla(b, p)
+        out += mla_tensors(b, p)
     elif kind in ATTN_KINDS:
         out += _attention(b, p)
     elif kind in ("mamba", "linear") and b.shape.state is not None:
@@ -317,8 +269,8 @@ def _rope_caches(b: Builder) -> list[Tensor]:
     rotary = rope_dim or int(s.head_dim * (float(factor) if isinstance(factor, int | float) else 1.0))
     if s.model_type in ("falcon_mamba", "mamba") or not max_pos or not rotary:
         return []
-    n = 2 if (s.model_type or "").startswith("gemma3") else 1
-    return [b.t("rotary_emb.cos_sin_cache", "rope", n * max_pos, rotary, "rep")]
+    rows = sum(rope_cache_rows(cfg, max_pos))  # weights_rope: rows per rope type, M-RoPE × 4
+    return [b.t("rotary_emb.cos_sin_cache", "rope", rows, rotary, "rep")]
 
 
 def edge_tensors(b: Builder) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...], tuple[Tensor, ...]]:
@@ -373,5 +325,10 @@ def vision_tensors(b: Builder) -> tuple[Tensor, ...]:
         b.t("visual.merger.linear_fc2", "vision", out_dim, merge + 1, "row", quant="linear", count=mergers),
         b.t("visual.merger.norm", "vision", 2 * merge, 1, "rep", count=mergers),
     ]
+    if mergers > 1:
+        # Qwen3VLForConditionalGeneration.__init__ (models/qwen3_vl.py, PR #24727 0f7acdd73 … @4dd49b06f):
+        # one zeros(max_num_batched_tokens, text hidden) buffer per deepstack level, built on the GPU.
+        hidden = b.cfg.int_or_none("hidden_size") or w
+        out.append(b.t("deepstack_input_embeds", "buffers", mergers - 1, hidden, "tokens"))
     b.notes.append("vision tower from vision_config (blocks, patch/position embeddings, mergers), TP-sharded")
     return tuple(out)

@@ -293,14 +293,20 @@ def _modelopt(qc: Mapping[str, object], method: str) -> QuantPlan:
 def _mxfp4(qc: Mapping[str, object], method: str) -> QuantPlan:
     # Mxfp4MoEMethod: uint8 packed pairs + one uint8 scale per 32; linear layers unquantized.
     # mxfp4_round_up_hidden_size_and_intermediate_size (fused_moe/oracle/mxfp4.py): the default
-    # (triton) backend rounds each rank's intermediate up to 64; Marlin (pre-Hopper) to 128 and
-    # hidden to 256 — not modelled, noted.
+    # (triton) backend rounds each rank's intermediate up to 64; Marlin to 128 and hidden to 256
+    # (weights_tensor.mxfp4_expert_bytes prices both).
     scheme = Scheme("mxfp4 (uint8 scale per 32)", 4, "group", 1, 32)
     note = (
-        "mxfp4: experts as vLLM's Triton backend holds them (Hopper/Blackwell: scales kept twice); "
-        "Marlin (pre-Hopper cards) pads hidden to 256 and intermediate to 128, about 9 % more expert bytes"
+        "mxfp4: experts as the MoE backend holds them (weights_tensor.mxfp4_layout): Marlin below compute "
+        "capability 9.0 and before v0.12 (hidden padded to 256, intermediate to 128); else Triton's swizzled "
+        "layout (triton_kernels v3.5 / v3.6 padding, scales held twice, float32 biases)"
     )
     return QuantPlan(method, None, scheme, _patterns(qc, "modules_to_not_convert"), "prefix", (note,), 64)
+
+
+# gpt-oss's expert biases under an MXFP4 checkpoint: bf16 as loaded; the MXFP4 backend decides what it
+# keeps (weights_tensor.mxfp4_expert_bytes: float32 copies under Triton).
+MXFP4_BIAS = Scheme("mxfp4 expert bias (bf16)", 16)
 
 
 def quant_plan(config: Mapping[str, object], dtype_bytes: int) -> QuantPlan:

@@ -18,7 +18,10 @@ from app.core.errors import InputError
 from app.core.weights_quant import QuantPlan, Scheme
 
 VOCAB_PADDING = 64  # vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
-VLLM_ONLY = frozenset({"rope"})  # groups not in the checkpoint
+VLLM_ONLY = frozenset({"rope", "buffers"})  # groups not in the checkpoint
+Version = tuple[int, int, int]
+NEWEST: Version = (10**6, 0, 0)  # a Geometry without a version takes the newest rules
+STILL: Version = (10**9, 0, 0)  # the open end of a Tensor's ``versions``: still held today
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,7 @@ class Tensor:
     pad: int = 1  # round each rank's expert intermediate up to this (mxfp4 backends)
     kind: str = ""  # "linear" / "experts": what a quantization method may quantize; "" never
     dtype_bytes: int = 2
+    versions: tuple[Version, Version] | None = None  # [since, until): the vLLM releases that hold it
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,12 @@ class Geometry:
     enable_expert_parallel: bool = False
     ep_rank: int = 0
     mxfp4_backend: str = "triton"  # "triton" (Hopper/Blackwell) | "marlin" (pre-Hopper cards)
+    version: Version | None = None  # the vLLM release whose rules apply (None: the newest)
+    max_num_batched_tokens: int = 0  # sizes the per-token buffers a model class allocates at init
+
+    @property
+    def rules(self) -> Version:
+        return self.version or NEWEST
 
 
 @dataclass(frozen=True, eq=False)
@@ -108,12 +118,16 @@ def index_total_size(index: Mapping[str, object]) -> int:
     return total
 
 
-def pp_layer_split(num_layers: int, pp: int) -> tuple[int, ...]:
-    """Layers per pipeline stage: vllm/distributed/utils.py ``get_pp_indices`` (even split, the
-    remainder one layer each to the stages before the last, walking backwards)."""
+def pp_layer_split(num_layers: int, pp: int, version: Version | None = None) -> tuple[int, ...]:
+    """Layers per pipeline stage: vllm/distributed/utils.py ``get_pp_indices``. From v0.8.0 (PR #13839,
+    ``145944cb9``, 2025-02-26) an even split with the remainder one layer each to the stages before
+    the last, walking backwards; before it (PR #6115 ``3de6e6a30``) the last stage takes the remainder."""
     if not 1 <= pp <= num_layers:
         raise InputError("layout.pp", f"pp={pp} must be between 1 and the model's {num_layers} layers")
     parts = [num_layers // pp] * pp
+    if version is not None and version < (0, 8, 0):
+        parts[-1] += num_layers % pp
+        return tuple(parts)
     for i in range(2, num_layers % pp + 2):
         parts[-i] += 1
     return tuple(parts)
@@ -160,6 +174,8 @@ def _shape_on_rank(t: Tensor, g: Geometry) -> tuple[int, int, int]:
         r = t.unit * (1 if tp >= heads else _ceil(heads, tp))
     elif t.split == "vocab":
         r = _ceil(_pad(r, VOCAB_PADDING), tp)
+    elif t.split == "tokens":  # one row per batched token (a buffer sized by the scheduler)
+        r *= g.max_num_batched_tokens
     elif t.split in ("e13", "e2", "erep"):
         n = _local_experts(n, g)
         if t.split == "e13":
@@ -170,41 +186,77 @@ def _shape_on_rank(t: Tensor, g: Geometry) -> tuple[int, int, int]:
 
 
 def tensor_bytes(t: Tensor, g: Geometry) -> int:
-    """Bytes of tensor ``t`` on a rank at geometry ``g``."""
+    """Bytes of tensor ``t`` on a rank at geometry ``g`` (0 in a release that does not hold it)."""
+    if t.versions is not None and not t.versions[0] <= g.rules < t.versions[1]:
+        return 0
     if t.scheme is not None and t.scheme.name.startswith("mxfp4"):
-        return _mxfp4_expert_bytes(t, g)
+        return mxfp4_expert_bytes(t, g)
     r, c, n = _shape_on_rank(t, g)
     return n * (t.scheme.nbytes(r, c) if t.scheme is not None else r * c * t.dtype_bytes)
 
 
-def _mxfp4_expert_bytes(t: Tensor, g: Geometry) -> int:
-    """gpt-oss experts as the MXFP4 MoE backend holds them (quantization/mxfp4.py, v0.10.1 … @28be48fa9).
+def mxfp4_layout(g: Geometry) -> str:
+    """The MXFP4 MoE weight layout vLLM keeps on this rank's card at this release: "marlin",
+    "triton-3.5" or "triton-3.6" (the triton_kernels release vLLM bundles).
 
-    Marlin (``_should_use_marlin`` / ``get_mxfp4_backend``: cards below sm90, or no triton_kernels):
-    each rank's intermediate rounded up to 128 and the hidden size to 256 (``create_weights``).
-    Triton (Hopper/Blackwell default): intermediate rounded up to 64; ``process_weights_after_loading``
-    swizzles the scales into new tensors while the loaded ``w13/w2_weight_scale`` stay registered,
-    so the scales are held twice. Measured: gpt-oss-120b TP1 H100, Marlin 65.97 GiB (v0.10.1),
-    Triton 64.38 GiB (v0.14.1)."""
+    Marlin below compute capability 9.0 (``g.mxfp4_backend``, estimates.mxfp4_backend_for), and on
+    Hopper before v0.12: ``Mxfp4MoEMethod._should_use_marlin`` (quantization/mxfp4.py @6d243efed,
+    v0.10.1) falls back to Marlin when ``has_triton_kernels()`` is false, and vLLM wheels bundle
+    triton_kernels only from cmake/external_projects/triton_kernels.cmake (PR #28788 ``9912b8ccb``,
+    2025-11-18, tag v3.5.0: taken as v0.12.0, the first release cut after it — v0.11.1/v0.11.2 are
+    not checked; tag v3.6.0 from PR #30525 ``f97ca6717``, 2026-02-08: v0.16.0). Checked against the
+    wheels: v0.14.1 ships v3.5.0's layout, v0.19.0 v3.6.0's (vllm/third_party/triton_kernels)."""
+    if g.mxfp4_backend == "marlin" or g.rules < (0, 12, 0):
+        return "marlin"
+    return "triton-3.5" if g.rules < (0, 16, 0) else "triton-3.6"
+
+
+def _swizzled_values(r: int, c_bytes: int, layout: str) -> int:
+    """Bytes of one expert's [r, c_bytes] uint8 weight after ``_swizzle_mxfp4`` (mxfp4_utils.py):
+    ``HopperMXValueLayout.swizzle_data`` (triton_kernels tensor_details/layout_details/hopper_value.py)
+    pads the rows to 16 and the packed bytes to 32 (its mma tile); v3.6.0 first pads both to 64."""
+    if layout == "triton-3.6":
+        r, c_bytes = _pad(r, 64), _pad(c_bytes, 64)
+    return _pad(r, 16) * _pad(c_bytes, 32)
+
+
+def _swizzled_scales(r: int, groups: int) -> int:
+    """``HopperMXScaleLayout.swizzle_data`` (hopper_scale.py, v3.5.0 and v3.6.0): rows padded to
+    2 · num_warps · 2 · 8 = 256 (num_warps 8), scale groups to 2; one uint8 each."""
+    return _pad(r, 256) * _pad(groups, 2)
+
+
+def mxfp4_expert_bytes(t: Tensor, g: Geometry) -> int:
+    """gpt-oss experts as the MXFP4 MoE backend holds them (quantization/mxfp4.py, v0.10.1 … @4dd49b06f).
+
+    Marlin (``mxfp4_layout``): each rank's intermediate rounded up to 128 and the hidden size to 256
+    (``create_weights``; oracle/mxfp4.py ``mxfp4_round_up_hidden_size_and_intermediate_size``).
+    Triton: intermediate rounded up to 64; ``process_weights_after_loading`` (``_setup_kernel`` →
+    ``convert_to_mxfp4_moe_kernel_format``) swizzles the weights into padded tensors (the loaded ones
+    deleted) and the scales into new ones while the loaded ``w13/w2_weight_scale`` stay registered
+    (held twice), and replaces the bf16 biases by float32 copies. Measured: gpt-oss-120b TP1 H100,
+    Marlin 65.97 GiB (v0.10.1), Triton 64.38 GiB (v0.14.1); gpt-oss-20b TP2 H100 7.01 GiB (v0.19.0)."""
     scheme = t.scheme
     assert scheme is not None
-    if g.mxfp4_backend == "checkpoint":  # as stored: no padding, one set of scales
-        r, c, n = _shape_on_rank(replace(t, pad=1), g)
+    layout = "checkpoint" if g.mxfp4_backend == "checkpoint" else mxfp4_layout(g)
+    marlin = layout == "marlin"
+    r, c, n = _shape_on_rank(replace(t, pad=1 if layout == "checkpoint" else 128 if marlin else 64), g)
+    if marlin and t.split == "e13" and scheme.weight_bits != 16:
+        c = _pad(c, 256)  # gate_up's input: the hidden size
+    elif marlin and t.split in ("e2", "erep"):
+        r = _pad(r, 256)  # down's output (and its bias): the hidden size
+    if scheme.weight_bits == 16:  # the experts' biases
+        return n * r * c * (4 if layout.startswith("triton") else 2)
+    if layout in ("checkpoint", "marlin"):  # as stored / Marlin's repack: one set of scales
         return n * scheme.nbytes(r, c)
-    marlin = g.mxfp4_backend == "marlin"
-    t = replace(t, pad=128 if marlin else 64)
-    r, c, n = _shape_on_rank(t, g)
-    if marlin and t.split == "e13":
-        c = _pad(c, 256)
-    elif marlin and t.split == "e2":
-        r = _pad(r, 256)
-    scales = 0 if marlin else r * _ceil(c, scheme.group) * scheme.scale_bytes
-    return n * (scheme.nbytes(r, c) + scales)
+    groups = _ceil(c, scheme.group)
+    held = _swizzled_values(r, c * scheme.weight_bits // 8, layout) + _swizzled_scales(r, groups)
+    return n * (held + r * groups * scheme.scale_bytes)
 
 
 def stage_tensors(m: WeightsModel, g: Geometry) -> list[tuple[Tensor, int]]:
     """(tensor, multiplicity) pairs on the stage of ``g``."""
-    split = pp_layer_split(m.num_layers, g.pp)
+    split = pp_layer_split(m.num_layers, g.pp, g.version)
     start = sum(split[: g.pp_rank])
     counts: dict[int, int] = {}
     for idx in m.tensors.layer_index[start : start + split[g.pp_rank]]:
@@ -223,7 +275,7 @@ def checkpoint_bytes(m: WeightsModel) -> int:
     one = Geometry(mxfp4_backend="checkpoint")
     total = 0
     for t, k in stage_tensors(m, one):
-        if t.group in VLLM_ONLY or t.name.startswith("self_attn.W_UK_T"):
+        if t.group in VLLM_ONLY or t.name.startswith("self_attn.W_"):
             continue
         b = tensor_bytes(t, one)
         if t.split == "vocab" and t.rows:
@@ -233,7 +285,7 @@ def checkpoint_bytes(m: WeightsModel) -> int:
         # An MTP layer: one decoder layer like the last, its 2h → h projection (eh_proj / fc) and
         # norms, plus (DeepSeek-V3, GLM-4.5) its own embed_tokens and shared_head.head copies.
         last = m.tensors.layers[m.tensors.layer_index[-1]]
-        layer = sum(tensor_bytes(t, one) for t in last if not t.name.startswith("self_attn.W_UK_T"))
+        layer = sum(tensor_bytes(t, one) for t in last if not t.name.startswith("self_attn.W_"))
         embed = m.tensors.first[0]
         h, b = embed.cols, embed.dtype_bytes
         total += m.mtp_layers * (layer + (2 * h * h + 3 * h + m.mtp_embed_copies * embed.rows * h) * b)

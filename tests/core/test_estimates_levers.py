@@ -15,7 +15,8 @@ DOC = {"model": {"catalogue": "gpt-oss-120b"}, "gpu": {"name": "A100 80GB"}, "la
 
 
 def test_plan_carries_the_card_name_into_its_estimate_context() -> None:
-    plan = plan_inputs.plan_input(DOC)
+    # at v0.19 (at v0.10.2 vLLM bundles no triton_kernels: Marlin on both cards, weights_tensor.mxfp4_layout)
+    plan = plan_inputs.plan_input({**DOC, "vllm_version": "0.19.0"})
     assert plan.gpu_name == "A100 80GB"
     ctx = plan_estimate_context(plan)
     assert ctx.mxfp4_backend == "marlin"
