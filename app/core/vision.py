@@ -148,9 +148,12 @@ def encoder_profile_bytes(
     per_token = geo.out_hidden * dtype_bytes * (1 + geo.deepstack)
     outputs = items * out_tokens * per_token
     peak = patches * (block + pixels + pos) + outputs
-    kept = outputs + patches * geo.channels_per_patch * 4  # outputs + the float32 dummy pixels
+    pixels_kept = patches * geo.channels_per_patch * 4  # `batched_dummy_mm_inputs`: float32, to the end
+    kept = outputs + pixels_kept
     if version >= (0, 11, 0) and version < (0, 14, 0) and out_tokens < budget:
-        kept = items * budget * per_token + out_tokens * per_token  # expanded + the last original
+        # expanded + the last original (`output`) + the dummy pixels (profile_run @a332b8457, v0.11.0:
+        # `batched_dummy_mm_inputs` is a local of profile_run, alive through _dummy_run and the sampler)
+        kept = items * budget * per_token + out_tokens * per_token + pixels_kept
         what += f", outputs scattered into {budget:,}-row tensors"
     note = f"vision encoder profiled on {what}" + ("" if geo.qwen3 else "; a video item can be larger: not modelled")
     return peak, kept, note
