@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from app.core import weights
 from app.core.errors import InputError
 from app.core.shape import ModelShape
+from app.core.weights_tensor import Version
 
 if TYPE_CHECKING:
     from app.core.plan import PlanResult
@@ -119,8 +120,9 @@ def shards_experts_over_dp(layout: DPLayout) -> bool:
 
 
 def dp_weights(
-    shape: ModelShape, layout: DPLayout, mxfp4_backend: str = "triton"
-) -> tuple[tuple[int, ...], ...] | None:
+    shape: ModelShape, layout: DPLayout, mxfp4_backend: str = "triton", vllm_version: Version | None = None,
+    max_num_batched_tokens: int = 0,
+) -> tuple[tuple[int, ...], ...] | None:  # fmt: skip
     """Weight bytes on each (stage, TP rank) of DP engine 0 under vLLM's MoE layout, from the
     estimator's tensor table (``app.core.weights.weights_per_rank`` with ``dp`` and EP, EP rank =
     TP rank); None where DP and EP change nothing or without a tensor table.
@@ -133,7 +135,8 @@ def dp_weights(
     return tuple(
         tuple(weights.weights_per_rank(shape, layout.tp, layout.pp, stage, dp=layout.dp,
                                        enable_expert_parallel=layout.use_ep, ep_rank=tp_rank,
-                                       mxfp4_backend=mxfp4_backend).nbytes
+                                       mxfp4_backend=mxfp4_backend, vllm_version=vllm_version,
+                                       max_num_batched_tokens=max_num_batched_tokens).nbytes
               for tp_rank in range(layout.tp))
         for stage in range(layout.pp)
     )

@@ -42,12 +42,17 @@ def make_dp_layout(layout: Layout, model: ModelInput, version: str) -> DPLayout:
 
 
 def with_dp_weights(
-    ranks: tuple[RankInput, ...], model: ModelInput, layout: DPLayout, mxfp4_backend: str = "triton"
-) -> tuple[RankInput, ...]:
+    ranks: tuple[RankInput, ...], model: ModelInput, layout: DPLayout, mxfp4_backend: str = "triton",
+    vllm_version: tuple[int, int, int] | None = None, max_num_batched_tokens: int = 0,
+) -> tuple[RankInput, ...]:  # fmt: skip
     """Estimated ranks with the weights of DP engine 0 under vLLM's MoE layout (experts over dp × tp:
     split matrices without EP, whole experts with EP). Ranks holding the same bytes share one cell,
     as `estimate_ranks` shares a stage's cells (the ledger and the sizing search count them once)."""
-    table = dp_weights(model.shape, layout, mxfp4_backend) if model.shape is not None else None
+    table = (
+        dp_weights(model.shape, layout, mxfp4_backend, vllm_version, max_num_batched_tokens)
+        if model.shape is not None
+        else None
+    )
     if table is None:
         return ranks
     cells: dict[tuple[int, str], Cell] = {}

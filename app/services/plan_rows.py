@@ -79,7 +79,7 @@ def estimated_ranks(
         raise InputError("gpu", "estimated rows need the model's shape: give model.config or model.catalogue")
     ctx = estimate_context(layout, engine, version, vision=model.vision, gpu_name=gpu.name)
     ranks = with_dp_weights(estimate_rows(model.shape, ctx, gpu.total, gpu.free_at_start), model, dp_layout,
-                            ctx.mxfp4_backend)
+                            ctx.mxfp4_backend, ctx.rules.version, ctx.max_num_batched_tokens)  # fmt: skip
     if gpu.count and gpu.count != len(ranks):
         ranks = tuple(replace(ranks[i % len(ranks)], label=str(i)) for i in range(gpu.count))
     return ranks

@@ -159,3 +159,18 @@ def test_deepseek_r1_first_stage_at_v072_holds_thirty_layers() -> None:
     m = weights_model(config("deepseek-r1"))
     old, new = group(m, "experts", 8, 2, 0, vllm_version=(0, 7, 2)), group(m, "experts", 8, 2, 0)
     assert old * 28 == new * 27
+
+
+def test_data_parallel_weights_follow_the_release_too() -> None:
+    # A DP plan's expert weights (app.core.dp_layout.dp_weights) take the same release rules as the
+    # estimate's: gpt-oss-20b, DP2 × TP1 on v0.10.1 is Marlin's layout, on v0.19.0 Triton's.
+    from app.core.dp_layout import DPLayout, dp_weights
+    from app.core.model_config import shape_from_config
+
+    s = shape_from_config(config("gpt-oss-20b"))
+    layout = DPLayout(2, 1, 1, False, 32)
+    for version in ((0, 10, 1), (0, 19, 0)):
+        table = dp_weights(s, layout, "triton", version)
+        assert table is not None
+        assert table[0][0] == weights_per_rank(s, 1, dp=2, vllm_version=version).nbytes
+    assert dp_weights(s, layout, "triton", (0, 10, 1)) != dp_weights(s, layout, "triton", (0, 19, 0))
