@@ -4,12 +4,11 @@ Also the catalogue search and the `kvledger kv-bytes` report of a config."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.core.errors import InputError
 from app.core.kvspec import rank_kv
@@ -18,6 +17,10 @@ from app.core.plan import ModelInput
 from app.core.shape import ModelShape, online_fp8_shape
 from app.core.vision import vision_geometry
 from app.schemas import PlanDocument
+from app.services.memo import memoised
+
+if TYPE_CHECKING:
+    from app.ingest.catalogue import CatalogueEntry
 
 JSON = dict[str, Any]
 
@@ -37,7 +40,7 @@ def resolve_model(doc: PlanDocument) -> ModelInput:
             entry = get_model(spec.catalogue)
         except KeyError as exc:
             raise InputError("model.catalogue", str(exc.args[0]) if exc.args else "unknown model") from None
-        shape = _catalogue_shape(entry.slug) if index is None else shape_of(entry.config, "model.catalogue", index)
+        shape = _catalogue_shape(entry) if index is None else shape_of(entry.config, "model.catalogue", index)
         return ModelInput(
             shape=shape, name=spec.name or entry.hf_id, source=f"catalogue:{entry.slug}", sha256=entry.sha256,
             multimodal="vision_config" in entry.config, vision=vision_geometry(entry.config),
@@ -55,15 +58,13 @@ def resolve_model(doc: PlanDocument) -> ModelInput:
     )
 
 
-@functools.lru_cache(maxsize=128)
-def _catalogue_shape(slug: str) -> ModelShape:
-    """A catalogue model's shape, parsed once (the catalogue is read-only package data); exact
-    weights from the checkpoint's total_size where the catalogue pins it."""
-    from app.ingest.catalogue import get_model
-
-    entry = get_model(slug)
+def _catalogue_shape(entry: CatalogueEntry) -> ModelShape:
+    """A catalogue model's shape, parsed once per app (`app.services.memo`; keyed by its config's
+    sha256, so a changed catalogue is a new key); exact weights from the checkpoint's total_size
+    where the catalogue pins it."""
     pinned = {"metadata": {"total_size": entry.index_total_bytes}} if entry.index_total_bytes else None
-    return shape_of(entry.config, "model.catalogue", pinned)
+    return memoised(("catalogue_shape", entry.slug, entry.sha256, entry.index_total_bytes),
+                    lambda: shape_of(entry.config, "model.catalogue", pinned))
 
 
 def _str(value: object) -> str | None:
@@ -93,13 +94,8 @@ def quantized(model: ModelInput, quantization: str | None) -> ModelInput:
         return model
     if model.shape is None:
         raise InputError("engine.quantization", "needs the model's config.json (or a catalogue model) to size weights")
-    return replace(model, shape=_online_fp8_shape(model.shape))
-
-
-@functools.lru_cache(maxsize=64)
-def _online_fp8_shape(shape: ModelShape) -> ModelShape:
-    """online_fp8_shape is pure over a frozen shape: a sizing search (or a slider) quantizes once."""
-    return online_fp8_shape(shape)
+    shape = model.shape  # online_fp8_shape is pure over a frozen shape: a sizing search quantizes once
+    return replace(model, shape=memoised(("online_fp8_shape", shape), lambda: online_fp8_shape(shape)))
 
 
 def catalogue_search(q: str, limit: int = 20) -> list[JSON]:

@@ -13,11 +13,11 @@ the transforms move them (and a measured KV room) rather than reinterpret them.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Literal
 
 import annotated_types
@@ -61,7 +61,8 @@ class Knob:
     @property
     def limits(self) -> Limits:
         """The bounds the validator (`app.schemas`) puts on the knob's document field."""
-        return validator_limits(self.path)
+        found = LIMITS.get(self.path)
+        return found if found is not None else validator_limits(self.path)
 
 
 @dataclass(frozen=True)
@@ -117,18 +118,18 @@ KNOBS: tuple[Knob, ...] = (
     Knob("gpus_per_node", "node.gpus_per_node", "int"),
     Knob("prefix", "engine.enable_prefix_caching", "bool"),
 )  # fmt: skip
-BY_KEY: dict[str, Knob] = {k.key: k for k in KNOBS}
+BY_KEY: Mapping[str, Knob] = MappingProxyType({k.key: k for k in KNOBS})
 #: Every document path (and what-if path) → the knob whose form field shows its errors.
-PATH_KEYS: dict[str, str] = {
+PATH_KEYS: Mapping[str, str] = MappingProxyType({
     **{alias: k.key for k in KNOBS for alias in k.aliases},
     **{k.path: k.key for k in KNOBS},
     **{f"whatif.{k.whatif}": k.key for k in KNOBS if k.whatif},
     **{k.key: k.key for k in KNOBS},
-}
+})
 
 
 #: Each knob's document path split once: `_get` walks them on every request.
-_PARTS: dict[str, tuple[str, ...]] = {k.path: tuple(k.path.split(".")) for k in KNOBS}
+_PARTS: Mapping[str, tuple[str, ...]] = MappingProxyType({k.path: tuple(k.path.split(".")) for k in KNOBS})
 
 
 def _unwrap(annotation: object) -> object:
@@ -139,7 +140,6 @@ def _unwrap(annotation: object) -> object:
     return annotation
 
 
-@functools.cache
 def validator_limits(path: str) -> Limits:
     """The bounds `app.schemas.PlanDocument` puts on the field at a dotted path (gt/ge, lt/le)."""
     model: type[BaseModel] = PlanDocument
@@ -159,6 +159,10 @@ def validator_limits(path: str) -> Limits:
         elif isinstance(bound, annotated_types.Lt):
             limits = dataclasses.replace(limits, hi=float(bound.lt), hi_open=True)  # type: ignore[arg-type]
     return limits
+
+
+#: Each knob's bounds, read from the validator once at import (the schema is code, not input).
+LIMITS: Mapping[str, Limits] = MappingProxyType({k.path: validator_limits(k.path) for k in KNOBS})
 
 
 def field_for_path(path: str) -> str | None:

@@ -3,7 +3,6 @@ measured rank leaves out estimated from the model, and whole estimated ranks for
 
 from __future__ import annotations
 
-import functools
 from dataclasses import replace
 
 from app.core.dp_layout import DPLayout
@@ -13,6 +12,7 @@ from app.core.ledger import Cell, RankInput
 from app.core.plan import Engine, Layout, ModelInput, estimate_context
 from app.core.shape import ModelShape
 from app.schemas import PlanDocument, RankDoc
+from app.services.memo import memoised
 from app.services.plan_layers import with_dp_weights
 
 
@@ -85,9 +85,10 @@ def estimated_ranks(
     return ranks
 
 
-@functools.lru_cache(maxsize=256)
 def estimate_rows(
     shape: ModelShape, ctx: EstimateContext, total_bytes: int, free_at_start: int | None
 ) -> tuple[RankInput, ...]:
-    """estimate_ranks is pure over frozen inputs: a utilization slider tick reuses the rows."""
-    return estimate_ranks(shape, ctx, total_bytes, free_at_start)
+    """estimate_ranks is pure over frozen inputs: the plans of one app reuse the rows
+    (`app.services.memo`, the app's memo; computed afresh outside a request)."""
+    return memoised(("estimate_rows", shape, ctx, total_bytes, free_at_start),
+                    lambda: estimate_ranks(shape, ctx, total_bytes, free_at_start), len)

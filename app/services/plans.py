@@ -7,7 +7,6 @@ degrees vLLM accepts and what would make a plan start; `compare` sets two result
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -23,6 +22,7 @@ from app.core.shape import ModelShape
 from app.core.start_levers import start_levers
 from app.core.whatif import Lever, levers
 from app.schemas import validate_plan
+from app.services.memo import memoised
 from app.services.plan_inputs import LogReader, Prepared, build_plan, plan_input
 from app.services.plan_terms import PlanTerms
 
@@ -34,10 +34,10 @@ def allowed_tp_for(plan: PlanInput, limit: int = 64) -> tuple[int, ...]:
     shape = plan.model.shape
     if shape is None:
         return (1, 2, 4, 8)
-    return _allowed_tp(shape, plan.layout.pp, plan.engine.kv_cache_dtype, plan.engine.block_size, limit)
+    key = (shape, plan.layout.pp, plan.engine.kv_cache_dtype, plan.engine.block_size, limit)
+    return memoised(("allowed_tp", *key), lambda: _allowed_tp(*key))  # the app's memo: once per model and layout
 
 
-@functools.lru_cache(maxsize=256)
 def _allowed_tp(shape: ModelShape, pp: int, dtype: str, block_size: int, limit: int) -> tuple[int, ...]:
     out = []
     for tp in range(1, limit + 1):

@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
-import functools
-
 from app.core.errors import InputError
 from app.core.model_config import shape_from_config
 from app.core.shape import ModelShape
 from app.core.speculative import SpecSpec, check_speculative, mtp_layers
 from app.schemas import SpeculativeDoc
+from app.services.memo import memoised
 
 
-@functools.lru_cache(maxsize=64)
 def _catalogue_draft(slug: str) -> tuple[ModelShape, str]:
+    """A catalogue draft model's shape (parsed once per app, `app.services.memo`, keyed by its
+    config's sha256) and its Hugging Face id."""
     from app.ingest.catalogue import get_model
 
     try:
         entry = get_model(slug)
     except KeyError as exc:
         raise InputError("engine.speculative.model.catalogue", str(exc.args[0]) if exc.args else "unknown") from None
-    return shape_from_config(entry.config), entry.hf_id
+    shape = memoised(("draft_shape", entry.slug, entry.sha256), lambda: shape_from_config(entry.config))
+    return shape, entry.hf_id
 
 
 def speculative_spec(doc: SpeculativeDoc | None, target: ModelShape | None) -> SpecSpec | None:

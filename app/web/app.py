@@ -106,7 +106,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodySizeLimit, max_body_bytes=settings.max_body_bytes, max_log_bytes=settings.max_log_bytes)
     app.add_middleware(GZipMiddleware, minimum_size=800, compresslevel=6)
     app.add_middleware(SecurityHeaders)
-    app.add_middleware(ClientContext)  # who writes (per-client caps of base documents)
+    # who writes (per-client caps of base documents); the plan memo of this app
+    app.add_middleware(ClientContext, memo=app.state.plan_cache.memo)
     return app
 
 
@@ -125,6 +126,7 @@ def worker_app() -> FastAPI:
     every worker reads the same; jobs and caps are shared through the database)."""
     app = create_app(Settings.from_env())
     app.state.exit_grace_s = 2.0
+    app.state.assets.precompress()
     freeze_startup_objects()
     return app
 
@@ -148,6 +150,7 @@ def serve(host: str, port: int, workers: int = 1) -> None:
         uvicorn.run("app.web.app:worker_app", factory=True, workers=workers, **options)
         return
     app = create_app(settings)
+    app.state.assets.precompress()
     freeze_startup_objects()
     uvicorn.run(app, **options)
     exit_past_stuck_threads()

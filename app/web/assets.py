@@ -1,7 +1,9 @@
 """Static assets: content-hashed URLs, immutable caching, gzip compressed once in memory.
 
-At start-up every servable file under `static/` is read, hashed (sha256, 12 hex digits) and
-gzip-compressed once. Templates link `/static/<hash>/<path>`; those responses are
+At start-up every servable file under `static/` is read and hashed (sha256, 12 hex digits);
+each compressible one is gzip-compressed once per app, when a client first asks for it gzipped
+(compressing them all takes ~0.2 s, which an app that never serves them, e.g. in a test, skips;
+a server compresses them at start-up). Templates link `/static/<hash>/<path>`; those responses are
 `Cache-Control: public, max-age=31536000, immutable`. A stale hash is a 404 (never old bytes
 under a new name or the reverse). The unhashed path `/static/<path>` also works, revalidated
 with an ETag, for hand-typed URLs.
@@ -9,9 +11,9 @@ with an ETag, for hand-typed URLs.
 
 from __future__ import annotations
 
-import functools
 import gzip
 import hashlib
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,18 +43,12 @@ class Asset:
     path: str
     digest: str
     body: bytes
-    gzipped: bytes | None
+    compressible: bool
     content_type: str
 
     @property
     def url(self) -> str:
         return f"/static/{self.digest}/{self.path}"
-
-
-@functools.lru_cache(maxsize=64)
-def _compress(digest: str, body: bytes) -> bytes:
-    # Keyed on the content hash: several apps in one process (tests) compress each file once.
-    return gzip.compress(body, compresslevel=9, mtime=0)
 
 
 def load_assets(directory: Path) -> dict[str, Asset]:
@@ -64,9 +60,8 @@ def load_assets(directory: Path) -> dict[str, Asset]:
             continue
         body = file.read_bytes()
         digest = hashlib.sha256(body).hexdigest()[:12]
-        gzipped = _compress(digest, body) if suffix in COMPRESSIBLE else None
         rel = file.relative_to(directory).as_posix()
-        assets[rel] = Asset(rel, digest, body, gzipped, CONTENT_TYPES[suffix])
+        assets[rel] = Asset(rel, digest, body, suffix in COMPRESSIBLE, CONTENT_TYPES[suffix])
     return assets
 
 
@@ -75,6 +70,24 @@ class StaticAssets:
 
     def __init__(self, directory: Path) -> None:
         self.assets = load_assets(directory)
+        self._gzipped: dict[str, bytes] = {}  # by path: each compressible asset, once compressed
+        self._lock = threading.Lock()
+
+    def gzipped(self, asset: Asset) -> bytes:
+        """The asset's gzip body (level 9, no mtime: the same bytes every time), made on first use."""
+        found = self._gzipped.get(asset.path)
+        if found is None:
+            with self._lock:
+                found = self._gzipped.get(asset.path)
+                if found is None:
+                    found = self._gzipped[asset.path] = gzip.compress(asset.body, compresslevel=9, mtime=0)
+        return found
+
+    def precompress(self) -> None:
+        """Compress every compressible asset now (a server does it at start-up, before its first client)."""
+        for asset in self.assets.values():
+            if asset.compressible:
+                self.gzipped(asset)
 
     def url(self, path: str) -> str:
         """The content-hashed URL of a static file (a KeyError names a missing asset early)."""
@@ -96,7 +109,7 @@ class StaticAssets:
         if request.headers.get("if-none-match") == etag:
             return Response(status_code=304, headers=headers)
         body = asset.body
-        if asset.gzipped is not None and "gzip" in request.headers.get("accept-encoding", ""):
-            body = asset.gzipped
+        if asset.compressible and "gzip" in request.headers.get("accept-encoding", ""):
+            body = self.gzipped(asset)
             headers["Content-Encoding"] = "gzip"
         return Response(body, headers=headers, media_type=asset.content_type)

@@ -13,25 +13,11 @@ MIB = 1024**2
 
 
 def gib(value: object, digits: int = 2) -> str:
-    """Bytes as GiB with a fixed number of decimals ("44.00 GiB"); "—" for missing values.
-
-    Byte counts at the default precision are memoised: a rank table repeats the same totals,
-    weights and budgets on every rank, and a slider tick formats them all again.
-    """
-    if type(value) is int and digits == 2:
-        text = _GIB_TEXT.get(value)
-        if text is None:
-            if len(_GIB_TEXT) >= _GIB_TEXT_MAX:
-                _GIB_TEXT.clear()
-            text = _GIB_TEXT[value] = f"{value / GIB:,.2f} GiB"
-        return text
+    """Bytes as GiB with a fixed number of decimals ("44.00 GiB"); "—" for missing values (a
+    page formats at most a few hundred: the rank table shows at most `charts.MAX_BARS` rows)."""
     if value is None or isinstance(value, bool) or not isinstance(value, int | float):
         return "—"
     return f"{value / GIB:,.{digits}f} GiB"
-
-
-_GIB_TEXT: dict[int, str] = {}
-_GIB_TEXT_MAX = 4096
 
 
 def size(value: object) -> str:

@@ -15,7 +15,6 @@ import pytest
 
 from app.core import admission, ledger
 from app.core import plan as core_plan
-from app.services import plan_rows
 from app.services.base_documents import MemoryBaseStore
 from app.web.formatting import gib, intcomma
 from app.web.plan import admission_panel, views
@@ -27,8 +26,7 @@ QUERY = {"model": "llama-3.1-8b", "tp": "2", "util": "0.83", "block_size": "32",
 
 
 def _clear_caches() -> None:
-    for cached in (core_plan._rank_kv, plan_rows.estimate_rows):
-        cached.cache_clear()
+    core_plan._rank_kv.cache_clear()  # the services' sub-results are memoised per app only (app.services.memo)
 
 
 def _traced_codes() -> Generator[set[CodeType], None, None]:

@@ -4,7 +4,6 @@ shows its form with the error beside the field)."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,15 +39,20 @@ def size_text(value: object) -> str:
     return str(value)
 
 
-@functools.lru_cache(maxsize=1)
-def catalogue_options() -> tuple[tuple[str, str], ...]:
-    """(slug, name) of every catalogue model (the catalogue is data shipped with the app)."""
-    return tuple((m["slug"], m["name"]) for m in model_input.catalogue_search("", limit=500))
+#: (slug, name) of every catalogue model: data shipped with the app, read once at import (an
+#: immutable table: tests/test_no_result_caches.py).
+CATALOGUE_OPTIONS: tuple[tuple[str, str], ...] = tuple(
+    (m["slug"], m["name"]) for m in model_input.catalogue_search("", limit=500)
+)
+#: (name, label) of every GPU preset for the GPU field's list: the total vLLM budgets against.
+GPU_OPTIONS: tuple[tuple[str, str], ...] = tuple(
+    (p.name, f"{p.total_bytes / 1024**3:.2f} GiB usable (torch's total)") for p in PRESETS
+)
 
 
 def model_options(current: str, with_base: bool) -> list[tuple[str, str]]:
     """(slug, label) for the model select; a blank first entry when a base document sets the model."""
-    options = list(catalogue_options())
+    options = list(CATALOGUE_OPTIONS)
     if current and all(slug != current for slug, _ in options):
         options.insert(0, (current, current))
     return ([("", "— the base document's model —")] if with_base else []) + options
@@ -78,7 +82,7 @@ def form_context(query: Mapping[str, str], result: Mapping[str, Any] | None, has
         "placeholders": placeholders,
         "options": _options(form, query, result, has_base, tp_options),
         "show_memory": not has_base,
-        "gpu_presets": gpu_options(),
+        "gpu_presets": GPU_OPTIONS,
         "reset_url": querystring.page_url("/plan", {k: v for k, v in query.items() if k in ("base", "model")}),
     }
 
@@ -118,17 +122,11 @@ def _options(
         "quant": quant_options(result, query),
         "lora_ranks": lora_rank_options(result),
         "spec_methods": [("", "off"), *((m, m) for m in SPEC_METHODS)],
-        "spec_models": [("", "— none (mtp, ngram) —"), *catalogue_options()],
+        "spec_models": [("", "— none (mtp, ngram) —"), *CATALOGUE_OPTIONS],
         "ep": [("", "off"), ("true", "on (--enable-expert-parallel)")],
         "offload_backend": [("", "native"), ("lmcache", "lmcache")],
         "prefix": [("", "vLLM's default"), ("true", "on"), ("false", "off (--no-enable-prefix-caching)")],
     }
-
-
-@functools.lru_cache(maxsize=1)
-def gpu_options() -> tuple[tuple[str, str], ...]:
-    """(name, label) of every GPU preset for the GPU field's list: the total vLLM budgets against."""
-    return tuple((p.name, f"{p.total_bytes / 1024**3:.2f} GiB usable (torch's total)") for p in PRESETS)
 
 
 def lora_rank_options(result: Mapping[str, Any] | None) -> list[tuple[str, str]]:

@@ -9,7 +9,6 @@ result (KPIs, admission rows, the rank table, form values) lives in `present.py`
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -20,6 +19,7 @@ from app.core.errors import InputError
 from app.services import plan_inputs, plan_query, plans
 from app.services.base_documents import BaseStore
 from app.services.layout_choice import LayoutChoice, smallest_starting_layout
+from app.services.memo import PlanMemo, memoised, using
 from app.services.plan_terms import PlanTerms
 from app.services.prepared import PureCache
 from app.web import querystring
@@ -62,7 +62,10 @@ def vllm_defaults(
     its structural keys describe (`plan_inputs.engine_defaults`, no plan is run); {} if it is invalid."""
     structure = plan_query.structural(query)
     if base_doc is None:
-        return dict(_defaults_without_base(tuple(sorted(structure.items()))))
+        # A pure function of the structural keys alone: once per app (`app.services.memo`).
+        key = tuple(sorted(structure.items()))
+        made = memoised(("vllm_defaults", key, _pins(structure)), lambda: tuple(_defaults(structure, None).items()))
+        return dict(made)
     return _defaults(structure, base_doc, _prepared(prepared, structure, base_doc))
 
 
@@ -74,22 +77,25 @@ def opening_layout(query: Mapping[str, str]) -> LayoutChoice | None:
     structure = {k: v for k, v in plan_query.structural(query).items() if k not in ("tp", "pp")}
     if "base" in structure or "ranks" in structure:
         return None
-    return _opening_layout(tuple(sorted(structure.items())))
+    return memoised(("opening_layout", tuple(sorted(structure.items())), _pins(structure)),
+                    lambda: _opening_layout(structure))  # once per app (`app.services.memo`)
 
 
-@functools.lru_cache(maxsize=512)
-def _opening_layout(structure: tuple[tuple[str, str], ...]) -> LayoutChoice | None:
+def _opening_layout(structure: Mapping[str, str]) -> LayoutChoice | None:
     try:
-        doc = plan_query.plan_from_query(dict(structure))
+        doc = plan_query.plan_from_query(structure)
     except InputError:
         return None
     return smallest_starting_layout(doc)
 
 
-@functools.lru_cache(maxsize=512)
-def _defaults_without_base(structure: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
-    """A pure function of the structural keys alone (no base document), memoised per input."""
-    return tuple(_defaults(dict(structure), None).items())
+def _pins(structure: Mapping[str, str]) -> tuple[str | None, ...]:
+    """The config sha256 of the catalogue models a query names: part of every memo key computed
+    from it, so a changed catalogue is a new key."""
+    from app.ingest.catalogue import find_model
+
+    entries = (find_model(structure[k]) if k in structure else None for k in ("model", "spec_model"))
+    return tuple(entry.sha256 if entry is not None else None for entry in entries)
 
 
 def _defaults(
@@ -122,6 +128,8 @@ class PlanCache:
         self.prepared: PureCache[plan_inputs.Preparation] = PureCache()
         #: A plan without a base: the terms of its input a slider tick does not change.
         self.terms = PlanTerms()
+        #: The pure sub-results of every plan this app computes (`app.services.memo`).
+        self.memo = PlanMemo()
 
     def get(self, key: CacheKey) -> PlanView | None:
         with self._lock:
@@ -147,12 +155,24 @@ class PlanCache:
 def plan_view(
     params: Mapping[str, str], bases: BaseStore, levers: bool | None = None, cache: PlanCache | None = None
 ) -> PlanView:
-    """Compute the plan a what-if query describes; raises InputError naming the form key."""
+    """Compute the plan a what-if query describes; raises InputError naming the form key. With
+    `cache`, under its memo (the app's: `app.services.memo`)."""
     query = querystring.clean(params)
     key = (tuple(sorted(query.items())), levers)
-    cached = cache.get(key) if cache is not None else None
+    if cache is None:
+        return _plan_view(query, bases, levers)
+    cached = cache.get(key)
     if cached is not None:
         return cached
+    with using(cache.memo):
+        view = _plan_view(query, bases, levers, cache)
+    cache.put(key, view)
+    return view
+
+
+def _plan_view(
+    query: dict[str, str], bases: BaseStore, levers: bool | None, cache: PlanCache | None = None
+) -> PlanView:
     base_doc = resolve_base(query, bases)
     prepared = cache.prepared if cache is not None else None
     defaults = vllm_defaults(query, base_doc, prepared)  # the one defaults rule, once per request
@@ -170,10 +190,7 @@ def plan_view(
             given = plan_query.canonical_value(name, query[name]) if name in query else None
             if given is not None and (given != "1" or given != str(getattr(choice, name))):
                 canonical[name] = given  # dropped only where it is both the fixed default and the choice
-    view = PlanView(canonical, querystring.page_url("/plan", canonical), doc, base_doc, result, defaults, note)
-    if cache is not None:
-        cache.put(key, view)
-    return view
+    return PlanView(canonical, querystring.page_url("/plan", canonical), doc, base_doc, result, defaults, note)
 
 
 def _prepared(

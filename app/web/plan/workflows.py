@@ -23,7 +23,7 @@ from app.settings import Settings
 from app.web import querystring
 from app.web.isolation import Isolation
 from app.web.plan import examples
-from app.web.plan.form import gpu_options
+from app.web.plan.form import GPU_OPTIONS
 from app.web.plan.views import plan_view
 
 LOG_ROW_KEYS = (
@@ -45,7 +45,7 @@ def home_context(settings: Settings, q: str, active_form: str = "") -> dict[str,
         "examples": examples.EXAMPLES if settings.demo_data else (),
         "model_options": [(m["slug"], m["name"]) for m in model_input.catalogue_search("", limit=200)],
         "default_model": "llama-3.1-70b", "max_log_mib": _mib(settings.max_log_bytes), "recent": [],
-        "default_gpu": plan_query.DEFAULT_GPU_NAME, "gpu_presets": gpu_options(),
+        "default_gpu": plan_query.DEFAULT_GPU_NAME, "gpu_presets": GPU_OPTIONS,
     }
 
 
