@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from itertools import repeat
+from operator import floordiv
 
 from app.core.kvrank import concurrency as max_concurrency
 from app.core.kvspec import RankKV
@@ -110,8 +112,11 @@ def _rank_blocks(kvs: Sequence[int], rkv: RankKV, policy: AdmissionPolicy) -> tu
         return kvs, blocks
     if rkv.page_bytes <= 0:
         return kvs, [0] * len(kvs)
-    per_layer, group = rkv.page_bytes_per_layer, rkv.group_size
-    return kvs, [kv // per_layer // group if kv > 0 else 0 for kv in kvs]
+    # ⌊⌊kv / per_layer⌋ / group⌋ = ⌊kv / (per_layer × group)⌋ for kv ≥ 0: one C-level pass when no rank is short
+    page = rkv.page_bytes_per_layer * rkv.group_size
+    if kvs and min(kvs) > 0:
+        return kvs, list(map(floordiv, kvs, repeat(page, len(kvs))))
+    return kvs, [kv // page if kv > 0 else 0 for kv in kvs]
 
 
 def _binding(labels: Sequence[str], kvs: Sequence[int], blocks: Sequence[int]) -> tuple[str | None, int, int]:

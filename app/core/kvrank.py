@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from app.core.errors import InputError
@@ -107,6 +108,20 @@ class RankKV:
         if blocks <= 0 or not self.groups:
             return 0
         return blocks // self.n_groups * self.block_size * self.dcp
+
+    def raw_tokens_column(self, kv_bytes: Sequence[int]) -> list[int | None]:
+        """`raw_tokens` of every rank's KV bytes (one list comprehension, the same formula)."""
+        if self.kv_bytes_per_token <= 0 or self.page_bytes <= 0 or not self.groups:
+            return [None] * len(kv_bytes)
+        per, div = self.block_size * self.dcp, self.page_bytes * self.n_groups
+        return [kv * per // div if kv > 0 else 0 for kv in kv_bytes]
+
+    def tokens_column(self, blocks: Sequence[int]) -> list[int]:
+        """`tokens_for_blocks` of every rank's blocks (one list comprehension, the same formula)."""
+        if not self.groups:
+            return [0] * len(blocks)
+        groups, per = self.n_groups, self.block_size * self.dcp
+        return [b // groups * per if b > 0 else 0 for b in blocks]
 
     def per_request_blocks(self, max_model_len: int, max_num_batched_tokens: int) -> int:
         """Blocks one ``max_model_len`` request can need in the worst case (Σ over all groups)."""

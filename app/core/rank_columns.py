@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import lt, sub
 from typing import Any
 
 from app.core.lazy_rows import LazyRows
@@ -61,6 +62,7 @@ class RankColumns:
     kv_sources: tuple[Source, ...]
     kv_sources_no_graphs: tuple[Source, ...]
     kv_notes: tuple[str, ...]
+    distinct_totals: frozenset[int]
     group_of: tuple[int, ...]  # each rank's group (groups numbered by first appearance)
     groups: tuple[tuple[int, ...], ...]  # each group's positions
     # Per-process memo of derived, knob-independent views (the full form's JSON templates).
@@ -83,7 +85,8 @@ def rank_columns(ranks: tuple[RankInput, ...]) -> RankColumns:
         ranks=ranks,
         labels=tuple(r.label for r in ranks),
         fast=fast,
-        totals=tuple(_b(r.total) for r in ranks),
+        totals=(totals := tuple(_b(r.total) for r in ranks)),
+        distinct_totals=frozenset(totals),
         inside=tuple(inside),
         inside_no_graphs=tuple(no_graphs),
         frees=tuple(UNSTATED if r.free_at_start is None else r.free_at_start.bytes for r in ranks),
@@ -173,10 +176,11 @@ def work_out_columns(columns: RankColumns, rules: LedgerRules) -> RankLedgers:
     totals = columns.totals
     # ledger._requested: ceil(total × u) (or its floor before vLLM rounded up), on the decimal u
     ceil = rules.requested_is_ceil
-    requested = [-(-t * num // den) for t in totals] if ceil else [t * num // den for t in totals]
+    # once per distinct total (a cluster has a few GPU models), then one C-level pass per column
+    asked = {t: -(-t * num // den) if ceil else t * num // den for t in columns.distinct_totals}
+    requested = list(map(asked.__getitem__, totals))
     in_budget = rules.cuda_graphs_in_budget
-    inside = columns.inside if in_budget else columns.inside_no_graphs
-    kv = [r - s for r, s in zip(requested, inside, strict=True)]
+    kv = list(map(sub, requested, columns.inside if in_budget else columns.inside_no_graphs))
     slow = _problem_ranks(columns, rules, requested, kv)
     ledgers = {i: work_out_rank(ranks[i], rules, ratio) for i in slow}
     sources = columns.kv_sources if in_budget else columns.kv_sources_no_graphs
@@ -187,7 +191,7 @@ def _problem_ranks(columns: RankColumns, rules: LedgerRules, requested: list[int
     """The ranks `ledger._preflight` finds a problem on (free below requested, no KV, graphs
     outside the budget beyond the headroom), found with one comparison per rank."""
     bad: set[int] = set()
-    if rules.free_memory_preflight:
+    if rules.free_memory_preflight and any(map(lt, columns.frees, requested)):
         bad.update(i for i, (f, r) in enumerate(zip(columns.frees, requested, strict=True)) if f < r)
     if kv and min(kv) <= 0:
         bad.update(i for i, k in enumerate(kv) if k <= 0)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 JSON = dict[str, Any]
 
@@ -96,7 +96,7 @@ def group_json(members: Sequence[int], index_in_ranks: int) -> JSON:
 def spread(values: Sequence[int | None]) -> JSON | None:
     """min / median (as an integer, as the uniform budget's) / max of the known values, and how
     many are known; None when none is."""
-    known = [v for v in values if v is not None]
+    known = [v for v in values if v is not None] if None in values else cast("Sequence[int]", values)
     if not known:
         return None
     return {"min": min(known), "median": int(statistics.median(known)), "max": max(known), "known": len(known)}
@@ -109,11 +109,13 @@ def histogram(values: Sequence[int], max_bins: int = 40) -> JSON | None:
         return None
     low, high = min(values), max(values)
     bins = max(1, min(max_bins, math.ceil(math.sqrt(len(values))))) if high > low else 1
-    counts = [0] * bins
     if bins == 1:
-        counts[0] = len(values)
-    else:
-        scale = bins / (high - low)
-        for v in values:
-            counts[min(int((v - low) * scale), bins - 1)] += 1
+        return {"low_bytes": low, "high_bytes": high, "counts": [len(values)]}
+    # (v − low) × scale ≤ (high − low) × bins / (high − low) = bins (× (1 + 2ε) in floats): the
+    # index is at most `bins`, which is the max's own bin folded into the last (min(…, bins − 1)).
+    counts = [0] * (bins + 1)
+    scale = bins / (high - low)
+    for v in values:
+        counts[int((v - low) * scale)] += 1
+    counts[bins - 1] += counts.pop()
     return {"low_bytes": low, "high_bytes": high, "counts": counts}

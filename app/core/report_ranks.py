@@ -125,9 +125,10 @@ def _budget_ranks(budget: UniformBudget, labels: set[str] | None) -> list[JSON]:
     if labels is not None:
         rows = zip([n for n in names if n in labels], [ranks.rooms[i] for i, n in enumerate(names) if n in labels],
                    strict=True)  # fmt: skip
+    over = uniform + reserve  # safe > uniform ⇔ room > uniform + reserve
     return [
         {"rank": label, "room_bytes": room, "safe_bytes": room - reserve,
-         "stranded_bytes": room - reserve - uniform if room - reserve > uniform else 0}
+         "stranded_bytes": room - over if room > over else 0}
         for label, room in rows
     ]  # fmt: skip
 
@@ -209,28 +210,32 @@ def _full_ranks(result: PlanResult) -> list[JSON]:
 
 
 def _full_from_columns(result: PlanResult, ledgers: RankLedgers, ras: RankAdmissions) -> list[JSON]:
-    """`_full_ranks` from templates: a copy of each rank's template with the values a knob moves."""
-    templates = _templates(ledgers)
-    rkv = result.rkv
-    tokens_for, raw_tokens = rkv.tokens_for_blocks, rkv.raw_tokens
-    floor_kv, binding_label, labels = ras.floor_kv, ras.binding_label, ras.labels
-    totals, requested, kv_bytes, slow = ledgers.columns.totals, ledgers.requested, ledgers.kv_bytes, ledgers.slow
-    out = []
-    for i, (template, check_kv, blocks) in enumerate(zip(templates, ras.kv_bytes, ras.blocks, strict=True)):
-        if i in slow:
-            lg = slow[i]
-            stranded = check_kv - floor_kv if check_kv > floor_kv else 0
-            out.append(rank_json(lg, blocks, tokens_for(blocks), raw_tokens(check_kv), stranded,
-                                 labels[i] == binding_label, i) | _extras_json(result, i))  # fmt: skip
-            continue
+    """`_full_ranks` from templates: a shallow copy of each rank's template (made once per set of
+    ranks) with the values a knob moves written in, from columns; the ranks the ledger worked out
+    itself (`ledgers.slow`) by `rank_json`. A rank's ``sources`` is the one dict its template holds,
+    shared by every tick's result (read-only, like the stored base it comes from). A copy and eight
+    stores cost half what one 24-key dict display does (bench/RESULTS-plans.md)."""
+    rkv, floor, bl, check = result.rkv, ras.floor_kv, ras.binding_label, ras.kv_bytes
+    out: list[JSON] = []
+    append = out.append
+    for template, total, asked, kv, c, blocks, tokens, raw, name in zip(
+        _templates(ledgers), ledgers.columns.totals, ledgers.requested, ledgers.kv_bytes, check, ras.blocks,
+        rkv.tokens_column(ras.blocks), rkv.raw_tokens_column(check), ras.labels, strict=True,
+    ):  # fmt: skip
         row = template.copy()
-        asked = requested[i]
-        assert asked is not None  # a rank outside `slow` has its total
-        row["requested_bytes"], row["headroom_bytes"], row["kv_bytes"] = asked, totals[i] - asked, kv_bytes[i]
-        row["blocks"], row["tokens"], row["raw_tokens"] = blocks, tokens_for(blocks), raw_tokens(check_kv)
-        row["stranded_bytes"] = check_kv - floor_kv if check_kv > floor_kv else 0
-        row["binding"], row["sources"] = labels[i] == binding_label, row["sources"].copy()
-        out.append(row)
+        row["requested_bytes"] = asked
+        row["headroom_bytes"] = total - asked  # a rank outside `slow` has its total and its request
+        row["kv_bytes"] = kv
+        row["blocks"] = blocks
+        row["tokens"] = tokens
+        row["raw_tokens"] = raw
+        row["stranded_bytes"] = c - floor if c > floor else 0
+        row["binding"] = name == bl
+        append(row)
+    for i, lg in ledgers.slow.items():  # a rank with a start-up problem: the ledger's own cells
+        c, blocks = check[i], ras.blocks[i]
+        out[i] = rank_json(lg, blocks, rkv.tokens_for_blocks(blocks), rkv.raw_tokens(c), c - floor if c > floor else 0,
+                           ras.labels[i] == bl, i) | _extras_json(result, i)  # fmt: skip
     return out
 
 

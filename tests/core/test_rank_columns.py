@@ -129,6 +129,28 @@ def test_columns_equal_the_per_rank_computation(seed: int, n: int) -> None:
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32), st.integers(41, 1024))
+def test_columns_equal_the_per_rank_computation_full_form_up_to_1024(seed: int, n: int) -> None:
+    """The full form's rows (templates, columns, shared sources) at every size it is used for."""
+    _same_as_reference(_plan(seed, n))
+
+
+def test_full_form_rows_are_new_dicts_sharing_only_the_read_only_sources() -> None:
+    """Two ticks on one prepared base: each row is its own dict (a caller may keep a result),
+    only each rank's `sources` — knob-independent — is the one dict of its template."""
+    plan = _plan(7, 300)
+    ranks = tuple(replace(r, kv_room=None, total=r.total or Cell(80 * GIB, "measured")) for r in plan.ranks)
+    base = with_columns(replace(plan, ranks=ranks, engine=replace(plan.engine, kv_cache_memory_bytes=None)))
+    results = [compute(replace(base, engine=replace(base.engine, gpu_memory_utilization=u))) for u in (0.8, 0.9)]
+    one, two = (result_to_dict(r, []) for r in results)
+    assert one["ranks_form"] == "full" and len(one["ranks"]) == 300
+    assert all(a is not b for a, b in zip(one["ranks"], two["ranks"], strict=True))
+    slow = {i for r in results if isinstance(r.ledgers, RankLedgers) for i in r.ledgers.slow}
+    fast = [i for i in range(300) if i not in slow]
+    assert fast and all(one["ranks"][i]["sources"] is two["ranks"][i]["sources"] for i in fast)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 2**32), st.integers(1025, 1400))
 def test_columns_equal_the_per_rank_computation_grouped(seed: int, n: int) -> None:
     _same_as_reference(_plan(seed, n))

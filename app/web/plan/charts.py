@@ -174,10 +174,11 @@ def representative_ranks(
     ranks: Sequence[Mapping[str, Any]], binding_rank: object
 ) -> list[Mapping[str, Any]]:
     """The binding rank, the median-KV rank and the largest-KV rank (distinct, in that order)."""
-    by_kv = sorted(ranks, key=lambda r: _num(r.get("kv_bytes")))
-    binding = next((r for r in ranks if r.get("rank") == binding_rank), by_kv[0])
+    kv = [_num(r.get("kv_bytes")) for r in ranks]
+    by_kv = sorted(range(len(kv)), key=kv.__getitem__)  # positions, stably by KV
+    binding = next((r for r in ranks if r.get("rank") == binding_rank), ranks[by_kv[0]])
     picks: list[Mapping[str, Any]] = []
-    for rank in (binding, by_kv[len(by_kv) // 2], by_kv[-1]):
+    for rank in (binding, ranks[by_kv[len(by_kv) // 2]], ranks[by_kv[-1]]):
         if all(rank is not p for p in picks):
             picks.append(rank)
     return picks
