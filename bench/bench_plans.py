@@ -20,6 +20,7 @@ ratio old / new is taken in one run under the same load.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import os
@@ -73,10 +74,12 @@ def fragment_ms(n: int, ticks: int) -> dict[str, float]:
     from app.web.plan import present, views
 
     app = create_app(Settings(database_url="sqlite://"))
+    freeze_like_the_server()
     base_id = app.state.bases.put(base_document(n))
     templates = app.state.templates
     blocks = ["results", "summary", "field_errors_oob"]
     times: dict[str, list[float]] = {"view": [], "context": [], "render": [], "total": [], "cpu": []}
+    collector = GCTime()
     for i in range(ticks + 1):
         params = {"base": base_id, "util": f"{0.5 + (i % 45) / 100:.2f}", "growth": f"{(i // 45) / 100:.2f}"}
         c0, t0 = time.process_time(), time.perf_counter()
@@ -92,13 +95,52 @@ def fragment_ms(n: int, ticks: int) -> dict[str, float]:
         form = view.result.get("ranks_form")
         assert len(view.result["ranks"]) in (n, 0) if form == "full" else len(view.result["rank_groups"]) > 0, n
         if i == 0:
+            collector.reset()
             continue  # the first tick validates and builds the base (once per document id)
         for key, value in (("view", t1 - t0), ("context", t2 - t1), ("render", t3 - t2), ("total", t3 - t0),
                            ("cpu", c3 - c0)):  # fmt: skip
             times[key].append(value * 1e3)
     out = {k: statistics.median(v) for k, v in times.items()}
     out["fragment_kib"] = len(html.encode()) / 1024
+    out.update(collector.per_tick(ticks))
+    collector.close()
     return out
+
+
+def freeze_like_the_server() -> None:
+    """What `kvledger serve` does after start-up (`app.web.app.freeze_startup_objects`: collect once,
+    then `gc.freeze`), so a full collection scans only what requests create, as in the server. A
+    baseline tree without it is measured as it ran."""
+    from app.web import app as web_app
+
+    freeze = getattr(web_app, "freeze_startup_objects", None)
+    if freeze is not None:
+        freeze()
+
+
+class GCTime:
+    """Garbage collections (by generation) and the time spent in them, through `gc.callbacks`."""
+
+    def __init__(self) -> None:
+        self.started = 0.0
+        self.reset()
+        gc.callbacks.append(self._event)
+
+    def reset(self) -> None:
+        self.counts, self.seconds = [0, 0, 0], 0.0
+
+    def _event(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self.started = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self.started
+            self.counts[info["generation"]] += 1
+
+    def per_tick(self, ticks: int) -> dict[str, float]:
+        return {"gc_ms": self.seconds * 1e3 / ticks, **{f"gc{g}": c / ticks for g, c in enumerate(self.counts)}}
+
+    def close(self) -> None:
+        gc.callbacks.remove(self._event)
 
 
 def first_tick_ms(n: int) -> float:
@@ -108,6 +150,7 @@ def first_tick_ms(n: int) -> float:
     from app.web.plan import views
 
     app = create_app(Settings(database_url="sqlite://"))
+    freeze_like_the_server()
     base_id = app.state.bases.put(base_document(n))
     t0 = time.perf_counter()
     views.plan_view({"base": base_id, "util": "0.85"}, app.state.bases, False, app.state.plan_cache)
@@ -134,7 +177,8 @@ def side_by_side(baseline: Path, n: int, ticks: int) -> tuple[dict[str, float], 
         rounds["new"].append(in_process(here, n, ticks))
         rounds["old"].append(in_process(baseline, n, max(3, ticks // 4)))
     return tuple(  # type: ignore[return-value]
-        {k: statistics.fmean(r[k] for r in rounds[side]) for k in ("total", "cpu")} for side in ("new", "old")
+        {k: statistics.fmean(r.get(k, 0.0) for r in rounds[side]) for k in ("total", "cpu", "gc_ms")}
+        for side in ("new", "old")
     )
 
 
@@ -158,12 +202,12 @@ def main() -> int:
     print()
     old = ""
     if args.baseline:
-        old = f" | baseline {args.baseline.name}: total / CPU (this tree, same run) | old / new (CPU)"
+        old = (f" | baseline {args.baseline.name}: total / CPU / GC (this tree, same run) | old / new (CPU)")
     print(
         "| distinct measured ranks | tick: plan view | context | render | **fragment total** | CPU per tick "
-        f"| first tick (builds the base) | fragment size | target{old} |"
+        f"| GC per tick: ms (collections gen 0 / 1 / 2) | first tick (builds the base) | fragment size | target{old} |"
     )
-    print("| --- " * (9 + (2 if args.baseline else 0)) + "|")
+    print("| --- " * (10 + (2 if args.baseline else 0)) + "|")
     for n in sizes:
         ticks = ticks_for(n, args.quick)
         r = fragment_ms(n, ticks)
@@ -173,11 +217,13 @@ def main() -> int:
         extra = ""
         if args.baseline:
             new, base = side_by_side(args.baseline, n, ticks)
-            extra = (f" | {base['total']:.1f} / {base['cpu']:.1f} ms ({new['total']:.1f} / {new['cpu']:.1f} ms) "
+            extra = (f" | {base['total']:.1f} / {base['cpu']:.1f} / {base['gc_ms']:.1f} ms "
+                     f"({new['total']:.1f} / {new['cpu']:.1f} / {new['gc_ms']:.1f} ms) "
                      f"| {base['cpu'] / new['cpu']:.1f}x")  # fmt: skip
         print(
             f"| {n:,} | {r['view']:.2f} ms | {r['context']:.2f} ms | {r['render']:.2f} ms | **{r['total']:.2f} ms** "
-            f"| {r['cpu']:.2f} ms | {first:.1f} ms | {r['fragment_kib']:.0f} KiB | {verdict}{extra} |"
+            f"| {r['cpu']:.2f} ms | {r['gc_ms']:.2f} ms ({r['gc0']:.1f} / {r['gc1']:.2f} / {r['gc2']:.3f}) "
+            f"| {first:.1f} ms | {r['fragment_kib']:.0f} KiB | {verdict}{extra} |"
         )
     print()
     print(f"Load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}.")
