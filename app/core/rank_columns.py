@@ -69,56 +69,68 @@ class RankColumns:
     memo: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
+#: One rank's knob-independent values: total, rows inside the budget (with and without CUDA
+#: graphs), free (UNSTATED when not stated), graphs, the KV source (with and without graphs), its note.
+Values = tuple[int, int, int, int, int, Source, Source, str]
+
+
 def rank_columns(ranks: tuple[RankInput, ...]) -> RankColumns:
-    """The columns of `ranks` (O(ranks); a prepared base makes them once)."""
-    fast = all(r.total is not None and r.kv_room is None for r in ranks)
-    no_graphs = [(_b(r.weights) + _b(r.non_torch) + _b(r.activation) + _b(r.lora) + _b(r.speculative)) for r in ranks]
-    inside = [s + _b(r.cuda_graphs) for s, r in zip(no_graphs, ranks, strict=True)]
-    notes = []
-    for r in ranks:
-        note = KV_NOTE
-        if r.lora is not None or r.speculative is not None:
-            note += "".join(f" − {n}" for n, c in (("lora", r.lora), ("draft", r.speculative)) if c is not None)
-        notes.append(note)
-    group_of, groups = _groups(ranks)
+    """The columns of `ranks` (O(ranks); a prepared base makes them once). Each distinct set of
+    cell objects is worked out once (estimated ranks share their stage's cells, `ranks_from_doc`
+    shares equal measured values). Ranks with equal input cells (bytes, source and note) have equal
+    ledgers, admissions and budgets under any knob: they are the grouped form's groups
+    (app.core.rank_groups)."""
+    by_cells: dict[tuple[int, ...], tuple[Values, int]] = {}
+    by_value: dict[tuple[Cell | None, ...], int] = {}
+    members: list[list[int]] = []
+    rows: list[Values] = []
+    group_of: list[int] = []
+    for i, r in enumerate(ranks):
+        cells = (r.total, r.free_at_start, r.weights, r.non_torch, r.cuda_graphs, r.activation, r.kv_room, r.lora,
+                 r.speculative)  # fmt: skip
+        ident = tuple(map(id, cells))  # the cells are alive while `ranks` is: their ids stay theirs
+        found = by_cells.get(ident)
+        if found is None:
+            g = by_value.setdefault(cells, len(members))  # equal cells (bytes, source, note), whatever the objects
+            if g == len(members):
+                members.append([])
+            found = by_cells[ident] = (_values(r), g)
+        rows.append(found[0])
+        members[found[1]].append(i)
+        group_of.append(found[1])
+    totals = tuple(v[0] for v in rows)
     return RankColumns(
         ranks=ranks,
         labels=tuple(r.label for r in ranks),
-        fast=fast,
-        totals=(totals := tuple(_b(r.total) for r in ranks)),
+        fast=all(r.total is not None and r.kv_room is None for r in ranks),
+        totals=totals,
         distinct_totals=frozenset(totals),
-        inside=tuple(inside),
-        inside_no_graphs=tuple(no_graphs),
-        frees=tuple(UNSTATED if r.free_at_start is None else r.free_at_start.bytes for r in ranks),
-        graphs=tuple(_b(r.cuda_graphs) for r in ranks),
-        kv_sources=tuple(_kv_source(r, r.cuda_graphs) for r in ranks),
-        kv_sources_no_graphs=tuple(_kv_source(r, None) for r in ranks),
-        kv_notes=tuple(notes),
-        group_of=group_of,
-        groups=groups,
+        inside=tuple(v[1] for v in rows),
+        inside_no_graphs=tuple(v[2] for v in rows),
+        frees=tuple(v[3] for v in rows),
+        graphs=tuple(v[4] for v in rows),
+        kv_sources=tuple(v[5] for v in rows),
+        kv_sources_no_graphs=tuple(v[6] for v in rows),
+        kv_notes=tuple(v[7] for v in rows),
+        group_of=tuple(group_of),
+        groups=tuple(tuple(m) for m in members),
     )
+
+
+def _values(r: RankInput) -> Values:
+    """One rank's knob-independent values (`Values`), from its cells."""
+    no_graphs = _b(r.weights) + _b(r.non_torch) + _b(r.activation) + _b(r.lora) + _b(r.speculative)
+    note = KV_NOTE
+    if r.lora is not None or r.speculative is not None:
+        note += "".join(f" − {n}" for n, c in (("lora", r.lora), ("draft", r.speculative)) if c is not None)
+    free = UNSTATED if r.free_at_start is None else r.free_at_start.bytes
+    return (_b(r.total), no_graphs + _b(r.cuda_graphs), no_graphs, free, _b(r.cuda_graphs),
+            _kv_source(r, r.cuda_graphs), _kv_source(r, None), note)  # fmt: skip
 
 
 def _kv_source(r: RankInput, graphs: Cell | None) -> Source:
     """The derived KV cell's source, as `ledger.work_out_rank` gives it."""
     return source_of(r.total, r.weights, r.non_torch, r.activation, graphs, r.lora, r.speculative)
-
-
-def _groups(ranks: tuple[RankInput, ...]) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
-    """Ranks with equal input cells (bytes, source and note) have equal ledgers, admissions and
-    budgets under any knob: they are the grouped form's groups (app.core.rank_groups)."""
-    index: dict[tuple[Cell | None, ...], int] = {}
-    members: list[list[int]] = []
-    group_of = []
-    for i, r in enumerate(ranks):
-        key = (r.total, r.free_at_start, r.weights, r.non_torch, r.cuda_graphs, r.activation, r.kv_room, r.lora,
-               r.speculative)  # fmt: skip
-        g = index.setdefault(key, len(members))
-        if g == len(members):
-            members.append([])
-        members[g].append(i)
-        group_of.append(g)
-    return tuple(group_of), tuple(tuple(m) for m in members)
 
 
 def columns_for(ranks: tuple[RankInput, ...], prepared: RankColumns | None) -> RankColumns:

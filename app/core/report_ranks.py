@@ -187,7 +187,7 @@ def _shown_groups(
         ]  # fmt: skip  (tokens and stranded bytes follow from blocks and KV)
         every = group_indexes(keys, binding)
         return list(shown_groups(every, lambda i: kvs[i])), len(every)
-    # Equal input cells give equal ledgers, blocks and tokens (rank_columns._groups): the groups
+    # Equal input cells give equal ledgers, blocks and tokens (rank_columns.rank_columns): the groups
     # are the columns'; the binding rank represents its own group (rank_groups.group_indexes).
     groups, group_of = ledgers.columns.groups, ledgers.columns.group_of
     held, rep = (group_of[binding], binding) if binding is not None else (-1, 0)
