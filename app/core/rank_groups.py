@@ -22,7 +22,10 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import Counter
 from collections.abc import Callable, Sequence
+from itertools import repeat
+from operator import mul, sub
 from typing import Any, cast
 
 JSON = dict[str, Any]
@@ -111,11 +114,8 @@ def histogram(values: Sequence[int], max_bins: int = 40) -> JSON | None:
     bins = max(1, min(max_bins, math.ceil(math.sqrt(len(values))))) if high > low else 1
     if bins == 1:
         return {"low_bytes": low, "high_bytes": high, "counts": [len(values)]}
-    # (v − low) × scale ≤ (high − low) × bins / (high − low) = bins (× (1 + 2ε) in floats): the
-    # index is at most `bins`, which is the max's own bin folded into the last (min(…, bins − 1)).
-    counts = [0] * (bins + 1)
     scale = bins / (high - low)
-    for v in values:
-        counts[int((v - low) * scale)] += 1
-    counts[bins - 1] += counts.pop()
+    found = Counter(map(int, map(mul, map(sub, values, repeat(low)), repeat(scale))))  # int((v − low) × scale)
+    counts = [found.get(b, 0) for b in range(bins)]
+    counts[-1] += sum(c for b, c in found.items() if b >= bins)  # the max's own bin: min(index, bins − 1)
     return {"low_bytes": low, "high_bytes": high, "counts": counts}

@@ -194,7 +194,8 @@ def _shown_groups(
     reps = [rep if g == held else members[0] for g, members in enumerate(groups)]
     keep: Sequence[int] = range(len(groups))
     if len(groups) > MAX_GROUPS:  # rank_groups.shown_groups: the least KV first (nsmallest is sorted()[:n])
-        keep = sorted(heapq.nsmallest(MAX_GROUPS, keep, key=lambda g: kvs[reps[g]]))
+        least = [kvs[r] for r in reps]
+        keep = sorted(heapq.nsmallest(MAX_GROUPS, keep, key=least.__getitem__))
     return [(reps[g], groups[g]) for g in keep], len(groups)
 
 

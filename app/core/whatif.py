@@ -56,7 +56,7 @@ def set_engine(plan: PlanInput, **changes: object) -> WhatIf:
 def _rooms_for_utilization(old: PlanInput, new: PlanInput) -> PlanInput:
     """Measured KV rooms moved by each rank's Δrequested (ceil(total × u), the ledger's rule)."""
     u_old, u_new = old.engine.gpu_memory_utilization, new.engine.gpu_memory_utilization
-    if u_old == u_new or not any(r.kv_room is not None for r in old.ranks):
+    if u_old == u_new or not _has_rooms(old):
         return new
     ceil = rules_for(old.vllm_version).requested_is_ceil
     ranks = []
@@ -76,7 +76,18 @@ def utilization_stuck(plan: PlanInput) -> tuple[str, ...]:
     request_memory, v0.11), or a manual --kv-cache-memory-bytes, which replaces the budget."""
     if plan.engine.kv_cache_memory_bytes is not None:
         return tuple(r.label for r in plan.ranks)
+    if not _has_rooms(plan):
+        return ()
     return tuple(r.label for r in plan.ranks if r.kv_room is not None and r.total is None)
+
+
+def _has_rooms(plan: PlanInput) -> bool:
+    """Whether some rank has a measured KV room: no scan of the ranks on every tick when the plan
+    carries its columns (`RankColumns.fast`: every rank has its total and none a room)."""
+    columns = plan.columns
+    if columns is not None and columns.ranks is plan.ranks and columns.fast:
+        return False
+    return any(r.kv_room is not None for r in plan.ranks)
 
 
 def utilization_moves(plan: PlanInput) -> bool:

@@ -7,6 +7,7 @@ Each grouped result is checked against the full form of the same plan, computed 
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from typing import Any
 
@@ -134,3 +135,13 @@ def test_the_csv_of_a_grouped_plan_says_what_each_row_stands_for() -> None:
     assert all(",1024," in line for line in lines[1:])
     small = ledger_csv(plans.run_plan(doc(ranks[:16]))).splitlines()
     assert "group_count" not in small[0] and len(small) == 17
+
+
+@given(st.lists(st.integers(-(2**40), 2**40), min_size=1, max_size=3000))
+def test_histogram_counts_each_value_in_its_bin_as_the_plain_loop_does(values: list[int]) -> None:
+    low, high = min(values), max(values)
+    bins = max(1, min(40, math.ceil(math.sqrt(len(values))))) if high > low else 1
+    counts = [0] * bins
+    for v in values:  # the definition: equal bins from low to high, the last one holding the max
+        counts[min(int((v - low) * (bins / (high - low))), bins - 1) if bins > 1 else 0] += 1
+    assert rank_groups.histogram(values) == {"low_bytes": low, "high_bytes": high, "counts": counts}
