@@ -149,6 +149,80 @@
   // a chart skipped as stale is drawn when the newer request ends, whatever its outcome
   document.addEventListener("htmx:afterRequest", scheduleDraw);
 
+  // hx-swap="patch" (the plan form's results): the new fragment is laid over the live one in place,
+  // node by node; only text and attributes that differ are written. An outerHTML swap of the
+  // results removed and re-created every element of them on each slider tick (htmx fires a
+  // cleanup event per removed element, then styles and lays out the new subtree from scratch):
+  // most of a tick's browser time. A node of another kind or id is replaced; an element htmx acts
+  // on (an hx- attribute) is replaced and handed to htmx to process; an hx-preserve element is
+  // htmx's (it moves the live one back after the swap).
+  function isHtmxElement(node) {
+    if (node.nodeType !== 1) { return false; }
+    for (var i = 0; i < node.attributes.length; i++) {
+      var name = node.attributes[i].name;
+      if (name.lastIndexOf("hx-", 0) === 0 && name !== "hx-preserve") { return true; }
+    }
+    return false;
+  }
+  function sameKind(a, b) {
+    return a.nodeType === b.nodeType && a.nodeName === b.nodeName && (a.nodeType !== 1 || a.id === b.id);
+  }
+  function patchAttributes(old, neu) {
+    var i;
+    for (i = old.attributes.length - 1; i >= 0; i--) {
+      var name = old.attributes[i].name;
+      if (!neu.hasAttribute(name)) { old.removeAttribute(name); }
+    }
+    for (i = 0; i < neu.attributes.length; i++) {
+      var attr = neu.attributes[i];
+      if (old.getAttribute(attr.name) !== attr.value) { old.setAttribute(attr.name, attr.value); }
+    }
+  }
+  function patchNode(old, neu, added) {
+    if (old.nodeType !== 1) {
+      if (old.nodeValue !== neu.nodeValue) { old.nodeValue = neu.nodeValue; }
+      return;
+    }
+    patchAttributes(old, neu);
+    var o = old.firstChild, n = neu.firstChild;
+    while (n) {
+      var next = n.nextSibling;
+      if (n.nodeType === 1 && n.hasAttribute("hx-preserve") && !(o && sameKind(o, n))) {
+        old.insertBefore(n, o);  // htmx's placeholder: the live element was moved out for the swap
+      } else if (o && sameKind(o, n) && !isHtmxElement(n)) {
+        patchNode(o, n, added);
+        o = o.nextSibling;
+      } else if (o) {
+        var replaced = o;
+        o = o.nextSibling;
+        old.replaceChild(n, replaced);
+        added.push(n);
+      } else {
+        old.appendChild(n);
+        added.push(n);
+      }
+      n = next;
+    }
+    while (o) { var gone = o; o = o.nextSibling; old.removeChild(gone); }
+  }
+  if (window.htmx) {
+    window.htmx.defineExtension("kv-patch", {
+      handleSwap: function (style, target, fragment) {
+        if (style !== "patch") { return false; }
+        var neu = fragment.firstElementChild;
+        var added = [];
+        if (neu && sameKind(target, neu) && !neu.nextElementSibling) {
+          patchNode(target, neu, added);
+        } else {  // not one element of the target's kind: replace the target like outerHTML
+          while (fragment.firstChild) { added.push(fragment.firstChild); target.parentNode.insertBefore(fragment.firstChild, target); }
+          target.parentNode.removeChild(target);
+        }
+        scheduleDraw();
+        return added.length ? added : true;  // htmx processes (and fires htmx:load on) what is new
+      }
+    });
+  }
+
   // A plan-form response brings out-of-band only the field errors it has (plan.html): empty every
   // error slot of the form first, in the same task as the swap, so a fixed field's message goes.
   document.addEventListener("htmx:beforeSwap", function (event) {

@@ -117,10 +117,11 @@ def test_no_page_logs_a_console_error(browser: Any, clean_server: str) -> None:
 
 def test_the_chart_toolbar_has_no_cloud_button(browser: Any, clean_server: str) -> None:
     c = Console(browser, clean_server)
-    page = c.open("/plan?model=llama-3.1-8b", "#chart-pool[data-drawn]")
-    page.hover("#chart-pool")
-    page.wait_for_selector("#chart-pool .modebar-btn", state="attached")
-    titles = page.eval_on_selector_all("#chart-pool .modebar-btn", "els => els.map(e => e.getAttribute('data-title'))")
+    page = c.open("/plan?model=llama-3.1-8b", "#chart-levers[data-drawn]")  # a plotly chart (the pool chart is SVG)
+    page.hover("#chart-levers")
+    page.wait_for_selector("#chart-levers .modebar-btn", state="attached")
+    titles = page.eval_on_selector_all("#chart-levers .modebar-btn",
+                                       "els => els.map(e => e.getAttribute('data-title'))")
     assert titles and any("png" in (t or "").lower() for t in titles)  # the toolbar is there
     assert not [t for t in titles if re.search(r"cloud|chart studio|share|edit", t or "", re.I)]
     c.context.close()

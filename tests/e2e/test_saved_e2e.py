@@ -41,7 +41,7 @@ def _kpis(page: Any) -> dict[str, str]:
     return values
 
 
-POOL_KV = "() => JSON.stringify(document.getElementById('chart-pool').data.map(t => t.y))"
+POOL_KV = "() => JSON.stringify(Array.from(document.querySelectorAll('#chart-pool .seg title'), t => t.textContent))"
 
 
 def test_save_a_plan_and_open_its_link_in_a_fresh_browser(browser: Any, saved_server: str, artifacts: Path) -> None:

@@ -10,15 +10,29 @@ All byte values become GiB here, at the presentation edge.
 
 from __future__ import annotations
 
+import functools
 import html
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from markupsafe import Markup
+
+from app.web.plan.pool_svg import pool_svg
+
 GIB = float(1024**3)
 MAX_BARS = 64
 
 Figure = dict[str, Any]
+
+
+class PoolFigure(dict[str, Any]):
+    """The pool chart's figure (a plain dict: JSON, tests) that also draws itself as SVG (`.svg`,
+    what the page shows: no chart code on a slider tick; see pool_svg)."""
+
+    @functools.cached_property
+    def svg(self) -> Markup:
+        return pool_svg(self)
 
 # (result key, legend label, colour), bottom to top
 ROWS: tuple[tuple[str, str, str], ...] = (
@@ -167,7 +181,7 @@ def pool_figure(
     )
     if title:
         layout["title"] = {"text": title, "font": {"size": 13}, "x": 0, "xanchor": "left"}
-    return {"data": traces, "layout": layout}
+    return PoolFigure(data=traces, layout=layout)
 
 
 def representative_ranks(

@@ -1,0 +1,173 @@
+"""The pool chart's figure (charts.pool_figure) drawn as server-side SVG.
+
+A slider tick swaps this SVG in with the numbers, so the chart is on screen in the same frame,
+without chart code: no plotly.js on the tick path (its full redraw of the stacked bars was most of
+a tick) and readable before the chart library has loaded. The figure dict stays the one source:
+the same bars, hatching of estimated cells, dashed budget segments, binding outline and "binds"
+note, read from the figure the tests check. Hover: every segment has a <title> (its row, GiB and
+source) and each rank's column one with the whole stack. The legend is HTML, beside the SVG.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from markupsafe import Markup
+
+WIDTH = 960  # viewBox units: one per CSS pixel on a desktop card; scales down with the card
+HATCH_ID = "pool-hatch"
+
+
+def _text(value: object) -> str:
+    """Figure labels are escaped for plotly's HTML-ish text; SVG text is escaped exactly once."""
+    return html.escape(html.unescape(str(value)))
+
+
+def _nice_step(top: float, ticks: int = 5) -> float:
+    raw = top / ticks if top > 0 else 1.0
+    power = 10.0 ** math.floor(math.log10(raw))
+    return next(float(m * power) for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+
+
+def _bars(figure: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [t for t in figure["data"] if t.get("type") == "bar"]
+
+
+def _stack_tops(bars: Sequence[Mapping[str, Any]], n: int) -> list[float]:
+    return [sum(float(t["y"][i] or 0.0) for t in bars) for i in range(n)]
+
+
+class _Frame:
+    """Data → viewBox coordinates for n categories and a y range [0, top]."""
+
+    def __init__(self, layout: Mapping[str, Any], n: int, top: float, titled: bool) -> None:
+        margin = layout.get("margin") or {}
+        # plotly's top margin held its legend; the legend is HTML here, so only a title needs room
+        self.top = 32 if titled else 12
+        self.height = int(layout.get("height", 430)) - int(margin.get("t", 64)) + self.top
+        self.left, self.right = int(margin.get("l", 56)), WIDTH - int(margin.get("r", 16))
+        self.bottom = self.height - int(margin.get("b", 48))
+        self.n, self.y_top = max(n, 1), top
+        self.band = (self.right - self.left) / self.n
+
+    def x(self, category: float) -> float:
+        return self.left + self.band * (category + 0.5)
+
+    def y(self, value: float) -> float:
+        return self.bottom - (self.bottom - self.top) * (value / self.y_top)
+
+
+def _axes(frame: _Frame, labels: Sequence[str], small: bool) -> list[str]:
+    step = _nice_step(frame.y_top)
+    out = []
+    for k in range(int(frame.y_top / step + 1e-9) + 1):
+        y = frame.y(k * step)
+        out.append(f'<line class="grid" x1="{frame.left}" x2="{frame.right}" y1="{y:.1f}" y2="{y:.1f}"/>'
+                   f'<text class="tick" x="{frame.left - 6}" y="{y + 4:.1f}" text-anchor="end">{k * step:g}</text>')
+    size = 10 if small else 12
+    for i, label in enumerate(labels):
+        out.append(f'<text class="tick" x="{frame.x(i):.1f}" y="{frame.bottom + 16}" text-anchor="middle" '
+                   f'font-size="{size}">{_text(label)}</text>')
+    mid = (frame.top + frame.bottom) / 2
+    out.append(f'<text class="axis-title" transform="translate(14 {mid:.0f}) rotate(-90)" '
+               f'text-anchor="middle">GiB per rank</text>')
+    out.append(f'<text class="axis-title" x="{(frame.left + frame.right) / 2:.0f}" y="{frame.height - 6}" '
+               f'text-anchor="middle">rank</text>')
+    return out
+
+
+def _segment(trace: Mapping[str, Any], i: int, x: float, width: float, y0: float, y1: float, label: str) -> str:
+    value = float(trace["y"][i] or 0.0)
+    marker = trace.get("marker") or {}
+    source = (trace.get("customdata") or [""] * (i + 1))[i]
+    title = f"<title>rank {_text(label)} · {_text(trace['name'])}: {value:.2f} GiB ({_text(source)})</title>"
+    box = f'x="{x:.1f}" y="{y1:.1f}" width="{width:.1f}" height="{max(y0 - y1, 0.0):.1f}"'
+    line = marker.get("line") or {}
+    widths, colours = line.get("width"), line.get("color")
+    stroke = ""
+    if isinstance(widths, list) and isinstance(colours, list) and widths[i]:
+        stroke = f' stroke="{colours[i]}" stroke-width="{widths[i]}"'
+    hatch = ""
+    shapes = (marker.get("pattern") or {}).get("shape")
+    if isinstance(shapes, list) and shapes[i]:
+        hatch = f'<rect class="hatch" {box} fill="url(#{HATCH_ID})"/>'
+    return f'<g class="seg"><rect {box} fill="{marker.get("color")}"{stroke}/>{hatch}{title}</g>'
+
+
+def _columns(frame: _Frame, bars: Sequence[Mapping[str, Any]], labels: Sequence[str], gap: float) -> list[str]:
+    width = frame.band * (1 - gap)
+    out = []
+    for i, label in enumerate(labels):
+        x = frame.x(i) - width / 2
+        stack = " · ".join(f"{_text(t['name'])} {float(t['y'][i] or 0.0):.2f}" for t in bars)
+        out.append(f'<g class="column" data-rank="{_text(label)}"><rect class="hit" fill="transparent" '
+                   f'x="{frame.left + frame.band * i:.1f}" y="{frame.top}" width="{frame.band:.1f}" '
+                   f'height="{frame.bottom - frame.top}">'
+                   f"<title>rank {_text(label)} (GiB): {stack}</title></rect>")
+        base = 0.0
+        for trace in bars:
+            value = float(trace["y"][i] or 0.0)
+            if value > 0:
+                out.append(_segment(trace, i, x, width, frame.y(base), frame.y(base + value), label))
+            base += value
+        out.append("</g>")
+    return out
+
+
+def _overlays(frame: _Frame, layout: Mapping[str, Any], labels: Sequence[str]) -> list[str]:
+    out = []
+    for shape in layout.get("shapes") or []:
+        y = frame.y(float(shape["y0"]))
+        x0, x1 = frame.x(float(shape["x0"])), frame.x(float(shape["x1"]))
+        out.append(f'<line class="budget" x1="{x0:.1f}" x2="{x1:.1f}" y1="{y:.1f}" y2="{y:.1f}"/>')
+    for note in layout.get("annotations") or []:
+        label = str(note["x"])
+        i = labels.index(label) if label in labels else 0
+        x, y = frame.x(i), frame.y(float(note["y"]))
+        colour = (note.get("font") or {}).get("color", "#1f2933")
+        out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y:.1f}" y2="{y - 14:.1f}" stroke="{colour}"/>'
+                   f'<text class="note" x="{x:.1f}" y="{y - 18:.1f}" text-anchor="middle" fill="{colour}">'
+                   f"{_text(note['text'])}</text>")
+    return out
+
+
+def _legend(figure: Mapping[str, Any]) -> str:
+    items = []
+    for trace in figure["data"]:
+        if trace.get("type") == "bar":
+            swatch = f'<svg width="12" height="12" aria-hidden="true"><rect width="12" height="12" rx="2" ' \
+                     f'fill="{trace["marker"]["color"]}"/></svg>'
+        else:
+            colour = (trace.get("line") or {}).get("color", "#1f2933")
+            swatch = f'<svg width="18" height="12" aria-hidden="true"><line x1="0" x2="18" y1="6" y2="6" ' \
+                     f'stroke="{colour}" stroke-width="2" stroke-dasharray="4 3"/></svg>'
+        items.append(f"<li>{swatch}{_text(trace.get('name', ''))}</li>")
+    return f'<ul class="chart-legend">{"".join(items)}</ul>'
+
+
+def pool_svg(figure: Mapping[str, Any]) -> Markup:
+    """The HTML legend and the SVG of a pool figure (charts.pool_figure's dict)."""
+    layout = figure["layout"]
+    bars = _bars(figure)
+    labels = [str(x) for x in (bars[0]["x"] if bars else [])]
+    shape_tops = [float(s["y0"]) for s in layout.get("shapes") or []]
+    top = max([*_stack_tops(bars, len(labels)), *shape_tops, 1e-9]) * 1.12  # room for the "binds" note
+    title = (layout.get("title") or {}).get("text")
+    frame = _Frame(layout, len(labels), top, bool(title))
+    small = (layout.get("xaxis") or {}).get("tickfont", {}).get("size", 12) < 12
+    parts = [
+        f'<svg class="pool-svg" viewBox="0 0 {WIDTH} {frame.height}" xmlns="http://www.w3.org/2000/svg" '
+        f'font-size="12" aria-hidden="true">',
+        f'<defs><pattern id="{HATCH_ID}" width="7" height="7" patternUnits="userSpaceOnUse" '
+        f'patternTransform="rotate(45)"><rect width="2.1" height="7" fill="rgba(255,255,255,0.6)"/></pattern></defs>',
+    ]
+    if title:
+        parts.append(f'<text class="chart-title" x="{frame.left}" y="16">{_text(title)}</text>')
+    parts += _axes(frame, labels, small)
+    parts += _columns(frame, bars, labels, float(layout.get("bargap", 0.3)))
+    parts += _overlays(frame, layout, labels)
+    parts.append("</svg>")
+    return Markup(_legend(figure) + "".join(parts))
