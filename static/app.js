@@ -190,7 +190,7 @@
       if (n.nodeType === 1 && n.hasAttribute("hx-preserve") && !(o && sameKind(o, n))) {
         old.insertBefore(n, o);  // htmx's placeholder: the live element was moved out for the swap
       } else if (o && sameKind(o, n) && !isHtmxElement(n)) {
-        patchNode(o, n, added);
+        if (!o.isEqualNode(n)) { patchNode(o, n, added); }  // a native comparison skips unchanged subtrees
         o = o.nextSibling;
       } else if (o) {
         var replaced = o;
@@ -231,7 +231,35 @@
     Array.prototype.forEach.call(form.querySelectorAll(".field-error"), function (slot) {
       if (slot.textContent !== "") { slot.textContent = ""; }
     });
+    deferAddress(event.detail.xhr);
   });
+
+  // A tick's address (HX-Replace-Url): htmx writes it before the swap, with two replaceState calls
+  // (the current address again, then the new one), each a synchronous round trip to the browser
+  // process, so the new numbers waited for both. For a plan-form response htmx's history writes
+  // are off during its swap; the address is written once, after the frame that shows the numbers,
+  // and only the newest of a drag's. Back/forward (htmx's restore) and other forms are unchanged.
+  var nextAddress = null;
+  function deferAddress(xhr) {
+    var url = xhr && xhr.getResponseHeader("HX-Replace-Url");
+    if (!url || !window.htmx) { return; }
+    window.htmx.config.historyEnabled = false;
+    var first = nextAddress === null;
+    nextAddress = url;
+    if (first) {
+      window.requestAnimationFrame(function () { setTimeout(writeAddress, 0); });
+    }
+  }
+  function writeAddress() {
+    var url = nextAddress;
+    nextAddress = null;
+    if (url && url !== window.location.pathname + window.location.search) {
+      window.history.replaceState({ htmx: true }, "", url);
+    }
+  }
+  function historyOn() { if (window.htmx) { window.htmx.config.historyEnabled = true; } }
+  document.addEventListener("htmx:afterSwap", historyOn);
+  document.addEventListener("htmx:afterRequest", historyOn);
 
   // The chart library (the page names it in <meta name="kvledger-charts">) loads after the first
   // paint: numbers and tables are readable before any chart code is fetched or run.

@@ -123,6 +123,25 @@ def test_the_pool_chart_is_readable_before_any_chart_code(page: Any) -> None:
     assert page.locator("#chart-pool .note").text_content() == "binds"
 
 
+def test_a_tick_writes_its_address_once_after_the_numbers(page: Any) -> None:
+    """htmx wrote two replaceState calls (the current address, then the new one) before swapping;
+    a plan-form tick writes the new address once, after the numbers are in the page."""
+    _open(page)
+    length = page.evaluate("() => history.length")
+    page.evaluate("""() => { window.__writes = [];
+      const original = history.replaceState.bind(history);
+      history.replaceState = (state, title, url) => {
+        window.__writes.push([String(url), document.getElementById("chart-pool").getAttribute("data-drawn")]);
+        return original(state, title, url); }; }""")
+    page.evaluate(SPY)
+    _tick(page, "0.81")
+    page.wait_for_url("**util=0.81**")
+    writes = page.evaluate("() => window.__writes")
+    version = page.evaluate("() => document.getElementById('chart-pool-data').dataset.version")
+    assert len(writes) == 1 and "util=0.81" in writes[0][0] and writes[0][1] == version, writes
+    assert page.evaluate("() => history.length") == length  # replaced, not pushed
+
+
 def test_a_tick_takes_no_history_snapshot(page: Any) -> None:
     _open(page)
     page.evaluate(SPY)
