@@ -8,7 +8,13 @@ included) concatenated whole and repeated to 15 MB, no filler, through `kvledger
 (a subprocess: interpreter start and imports included) and through the same CLI entry in this
 process (`app.cli.main(["import-log", FILE])`, stdout discarded: the import-log path without the
 interpreter start); MB/s of CPU (user + system) and of wall time, and the ratio to the target.
-Then its parts (parser alone, parse + residuals) and the older synthetic cases:
+The same again on the real logs repeated as later restarts print them (header times and pids
+shifted per repetition: no line repeats an earlier one's text, as in a real long log of many
+restarts; a cache keyed on a line's text helps only the plain repetition). Then the parts
+(parser alone, parse + residuals), the ceilings of a line scan in pure Python (`text.split` +
+one needle alternation; the parser's own needle scan), interpreter start + imports, and the
+older synthetic cases. `--before TREE` first runs import-log of another source tree (the code
+before) and of this one side by side, alternating, on both inputs:
 
 "typical" = real startup logs from tests/data/vllm-logs interleaved with the lines that make up
 most of a real vLLM log (request access lines, throughput stats, shard-loading progress, compile
@@ -22,6 +28,7 @@ import argparse
 import contextlib
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -29,10 +36,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from app.ingest.nvidia_smi import parse_nvidia_smi
-from app.ingest.vllm_log import parse_vllm_log
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # tests.ingest.ingest_helpers: the shift the property tests use too
+
+from app.ingest.nvidia_smi import parse_nvidia_smi  # noqa: E402
+from app.ingest.vllm_log import _ANY_NEEDLE, _NEEDLES, parse_vllm_log  # noqa: E402
+from tests.ingest.ingest_helpers import shifted  # noqa: E402
+
 LOGS = ROOT / "tests" / "data" / "vllm-logs"
 SMI = ROOT / "tests" / "data" / "nvidia-smi"
 
@@ -67,6 +77,15 @@ def real_logs(n_bytes: int) -> str:
         parts.append(text if text.endswith("\n") else text + "\n")
     one = "".join(parts)
     return one * -(-n_bytes // len(one.encode()))
+
+
+def real_logs_shifted(n_bytes: int) -> str:
+    """`real_logs` with each repetition printed as a later restart: header times 2 h later and pids
+    + 7919 per repetition (`ingest_helpers.shifted`), so no line repeats an earlier repetition's
+    text, as in a real long log of many restarts (the plain repetition lets a cache keyed on a
+    line's text answer every line after the first copy)."""
+    one = real_logs(1)
+    return "".join(shifted(one, k) for k in range(-(-n_bytes // len(one.encode()))))
 
 
 def typical_log(n_lines: int, seed: int = 0) -> str:
@@ -117,12 +136,14 @@ def cpu_best_of(fn: Callable[[], object], repeat: int = 3) -> tuple[float, float
 TARGET_MB_S = 100.0
 
 
-def import_log_end_to_end(path: str, *flags: str) -> tuple[float, float]:
-    """Wall and CPU seconds (user + system, from the child's rusage) of `kvledger import-log`."""
+def import_log_end_to_end(path: str, *flags: str, tree: Path = ROOT) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system, from the child's rusage) of `kvledger import-log`, run
+    from the source tree `tree` (this one, or `--before`'s)."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
     before = os.times()
     w0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "app.cli", "import-log", path, *flags], check=True,
-                   stdout=subprocess.DEVNULL, cwd=ROOT)
+                   stdout=subprocess.DEVNULL, cwd=tree, env=env)
     wall = time.perf_counter() - w0
     after = os.times()
     return wall, (after.children_user - before.children_user) + (after.children_system - before.children_system)
@@ -144,12 +165,34 @@ def _row(name: str, size: float, runs: int, wall: float, cpu: float) -> str:
             f"| {rate / TARGET_MB_S:.2f} |")
 
 
-def real_rows(mb: float = 15.0) -> tuple[list[str], float]:
-    """The headline rows and the worst MB/s of CPU of the `kvledger import-log` rows."""
+def _scan_ceiling(text: str) -> None:
+    """A floor for any reading of the text: split it into lines and run one compiled alternation
+    of every needle over the whole text (C speed, no Python per line, nothing extracted)."""
+    any_needle = re.compile("|".join(map(re.escape, _NEEDLES)))
+    lines = text.split("\n")
+    sum(1 for _ in any_needle.finditer(text))
+    del lines
+
+
+def _line_gate(text: str) -> None:
+    """The parser's own gate: the lines, each searched once with the needle alternation (no cache)."""
+    search = _ANY_NEEDLE.search
+    sum(1 for line in text.split("\n") if search(line) is not None)
+
+
+def _needle_passes(text: str) -> None:
+    """The alternative the parser does not take: one whole-text `str.find` pass per needle."""
+    for needle in _NEEDLES:
+        pos = text.find(needle)
+        while pos >= 0:
+            pos = text.find(needle, pos + 1)
+
+
+def _input_rows(name: str, text: str) -> tuple[list[str], list[float]]:
+    """The headline rows of one 15 MB input: import-log (subprocess and in process, text and --json),
+    then its parts: the parser alone and parse + JSON + residuals."""
     from app.services.imports import import_log
 
-    text = real_logs(int(mb * 1e6))
-    copies = len(text) // len(real_logs(1))
     size = len(text.encode()) / 1e6
     runs = len(parse_vllm_log(text).runs)
     rows, rates = [], []
@@ -159,26 +202,79 @@ def real_rows(mb: float = 15.0) -> tuple[list[str], float]:
         for flags in ((), ("--json",)):
             shown = " ".join(("import-log", *flags))
             wall, cpu = min(import_log_end_to_end(fh.name, *flags) for _ in range(2))
-            rows.append(_row(f"`kvledger {shown}` (subprocess: interpreter start included)", size, runs, wall, cpu))
+            rows.append(_row(f"{name}: `kvledger {shown}` (subprocess: interpreter start included)", size, runs,
+                             wall, cpu))
             rates.append(size / cpu)
-            wall, cpu = min(import_log_in_process(fh.name, *flags) for _ in range(3))
-            rows.append(_row(f"`kvledger {shown}` in process (`app.cli.main`)", size, runs, wall, cpu))
+            wall, cpu = min(import_log_in_process(fh.name, *flags) for _ in range(2))
+            rows.append(_row(f"{name}: `kvledger {shown}` in process (`app.cli.main`)", size, runs, wall, cpu))
             rates.append(size / cpu)
     finally:
         os.unlink(fh.name)
-    for name, fn in (("parts: parser alone (parse_vllm_log)", lambda: parse_vllm_log(text)),
-                     ("parts: parse + JSON + residuals (services.imports.import_log)", lambda: import_log(text))):
-        wall, cpu = cpu_best_of(fn)
-        rows.append(_row(f"{name}, real logs x{copies}", size, runs, wall, cpu))
+    for part, fn in (("parser alone (parse_vllm_log)", lambda: parse_vllm_log(text)),
+                     ("parse + JSON + residuals (services.imports.import_log)", lambda: import_log(text))):
+        wall, cpu = cpu_best_of(fn, repeat=2)
+        rows.append(_row(f"{name}: parts: {part}", size, runs, wall, cpu))
+    return rows, rates
+
+
+def real_rows(mb: float = 15.0) -> tuple[list[str], float]:
+    """The headline rows (the real logs repeated as they are, and repeated as later restarts with
+    shifted times and pids), the ceilings, and the worst MB/s of CPU of the `import-log` rows."""
+    text = real_logs(int(mb * 1e6))
+    copies = len(text) // len(real_logs(1))
+    rows, rates = _input_rows(f"real logs x{copies}", text)
+    shifted_text = real_logs_shifted(int(mb * 1e6))
+    more, more_rates = _input_rows(f"real logs x{copies}, times and pids shifted", shifted_text)
+    rows += more
+    rates += more_rates
+    size = len(text.encode()) / 1e6
+    for name, fn in (("ceiling: `text.split('\\n')` + one needle alternation `finditer` over the text",
+                      lambda: _scan_ceiling(shifted_text)),
+                     ("ceiling: one whole-text `str.find` pass per needle (41 needles)",
+                      lambda: _needle_passes(shifted_text)),
+                     ("ceiling: the parser's gate alone (`split`, the alternation searched per line)",
+                      lambda: _line_gate(shifted_text))):
+        wall, cpu = cpu_best_of(fn, repeat=3)
+        rows.append(_row(name, size, 0, wall, cpu))
+    with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as fh:
+        fh.write("")
+    try:
+        wall, cpu = min(import_log_end_to_end(fh.name) for _ in range(3))
+        rows.append(f"| interpreter start + imports: `kvledger import-log` of an empty file | 0 | 0 | {wall:.2f} "
+                    f"| {cpu:.2f} | - | - | - |")
+    finally:
+        os.unlink(fh.name)
     # Without the repetition: each log once, so no line is a repeat of an earlier log's (the per-line
     # cache then only helps where TP ranks or restarts print one line verbatim).
     once = real_logs(1)
     once_size, once_runs = len(once.encode()) / 1e6, len(parse_vllm_log(once).runs)
-    for name, fn in (("parts: parser alone, every real log once", lambda: parse_vllm_log(once)),
-                     ("parts: parse + JSON + residuals, every real log once", lambda: import_log(once))):
-        wall, cpu = cpu_best_of(fn, repeat=10)
-        rows.append(_row(name, once_size, once_runs, wall, cpu))
+    wall, cpu = cpu_best_of(lambda: parse_vllm_log(once), repeat=10)
+    rows.append(_row("parts: parser alone, every real log once", once_size, once_runs, wall, cpu))
     return rows, min(rates)
+
+
+def before_after(before: Path, mb: float = 15.0, rounds: int = 2) -> None:
+    """`kvledger import-log` of the tree `before` and of this one on the same inputs, alternating in
+    one run (best CPU of `rounds` each): the ratio is the comparison, not either figure."""
+    print(f"| input | command | before ({before}): CPU s, MB/s | this tree: CPU s, MB/s | speed-up |")
+    print("| --- | --- | --- | --- | --- |")
+    for name, text in (("real logs repeated", real_logs(int(mb * 1e6))),
+                       ("real logs repeated, times and pids shifted", real_logs_shifted(int(mb * 1e6)))):
+        size = len(text.encode()) / 1e6
+        with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as fh:
+            fh.write(text)
+        try:
+            for flags in ((), ("--json",)):
+                old, new = float("inf"), float("inf")
+                for _ in range(rounds):
+                    old = min(old, import_log_end_to_end(fh.name, *flags, tree=before)[1])
+                    new = min(new, import_log_end_to_end(fh.name, *flags)[1])
+                shown = " ".join(("import-log", *flags))
+                print(f"| {name}, {size:.1f} MB | `kvledger {shown}` | {old:.2f}, {size / old:.1f} "
+                      f"| {new:.2f}, {size / new:.1f} | {old / new:.2f}x |")
+        finally:
+            os.unlink(fh.name)
+    print()
 
 
 def main() -> int:
@@ -186,14 +282,19 @@ def main() -> int:
     parser.add_argument("--check", action="store_true", help=f"exit 1 when the headline is below {TARGET_MB_S:g} MB/s")
     parser.add_argument("--mb", type=float, default=15.0, help="size of the headline input (MB)")
     parser.add_argument("--headline-only", action="store_true", help="skip the synthetic cases")
+    parser.add_argument("--before", type=Path, help="a source tree of the code before (e.g. `git worktree add`): "
+                        "import-log of both, side by side, first")
     args = parser.parse_args()
-    print(f"| real logs concatenated (no filler), target >= {TARGET_MB_S:g} MB/s | size | runs | wall (s) "
+    print(f"load average at the start: {os.getloadavg()[0]:.1f}\n")
+    if args.before is not None:
+        before_after(args.before.resolve(), args.mb)
+    print(f"| input, target >= {TARGET_MB_S:g} MB/s of CPU end to end | size | runs | wall (s) "
           "| CPU (s) | MB/s of wall | MB/s of CPU | ratio to target |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     rows, worst = real_rows(args.mb)
     for row in rows:
         print(row)
-    print()
+    print(f"\nload average at the end: {os.getloadavg()[0]:.1f}\n")
     if not args.headline_only:
         synthetic()
     return 1 if args.check and worst < TARGET_MB_S else 0

@@ -53,8 +53,13 @@ _CONFIG_STR = {
 _CONFIG_BOOL = {"enforce_eager": "enforce_eager", "enable_prefix_caching": "enable_prefix_caching"}
 
 
+_BRACKET_OR_COMMA = re.compile(r"[()\[\]{},]")
+
+
 def _read_value(s: str, i: int) -> tuple[str, int]:
-    """Read one top-level value starting at s[i]; return it and the index after it."""
+    """Read one top-level value starting at s[i]; return it and the index after it. The value
+    ends at the first comma outside brackets; the regex skips to each bracket or comma at C speed
+    (an engine-config line holds kilobytes of nested compilation config)."""
     n = len(s)
     if i < n and s[i] in "'\"":
         q = s[i]
@@ -62,17 +67,16 @@ def _read_value(s: str, i: int) -> tuple[str, int]:
         j = n if j < 0 else j
         return s[i + 1 : j], j + 1
     depth = 0
-    j = i
-    while j < n:
-        c = s[j]
-        if c in "([{":
+    for m in _BRACKET_OR_COMMA.finditer(s, i):
+        c = m[0]
+        if c == ",":
+            if depth <= 0:
+                return s[i : m.start()].strip(), m.start()
+        elif c in "([{":
             depth += 1
-        elif c in ")]}":
+        else:
             depth -= 1
-        elif c == "," and depth <= 0:
-            break
-        j += 1
-    return s[i:j].strip(), j
+    return s[i:].strip(), n
 
 
 def config_pairs(s: str) -> dict[str, str]:

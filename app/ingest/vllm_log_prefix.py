@@ -27,6 +27,27 @@ _DP_OF_ENGINE = re.compile(r"EngineCore_(?:DP)?(\d{1,5})")
 
 _WINDOW = 400
 _LEVEL = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d ")
+_LEVEL_WORDS = ("DEBUG ", "INFO ", "WARNING ", "ERROR ", "CRITICAL ")
+
+
+def last_header(pattern: re.Pattern[str], seg: str, floor: int, end: int) -> re.Match[str] | None:
+    """The last match `pattern.finditer(seg, floor, end)` would give, for a pattern that starts
+    with a log level word and a space (`DEBUG|INFO|WARNING|ERROR|CRITICAL `) and whose matches
+    cannot overlap: the rightmost start where it matches. Found from the right by `str.rfind` of
+    each word (C speed) instead of running the regex at every position of the window."""
+    best: re.Match[str] | None = None
+    for word in _LEVEL_WORDS:
+        hi = end
+        while True:
+            p = seg.rfind(word, floor, hi)
+            if p < 0 or (best is not None and p < best.start()):
+                break
+            m = pattern.match(seg, p, end)
+            if m is not None:
+                best = m
+                break
+            hi = p + len(word) - 1  # the next occurrence to the left
+    return best
 WORKER = "worker"
 ENGINE = "engine"
 API = "api"
@@ -73,9 +94,8 @@ def _from_token(name: str, pid: int, ip: str | None, outer_dp: str | None) -> Id
 def identity_before(seg: str, pos: int) -> Identity:
     """The identity of the message at seg[pos:], from the prefixes in seg[:pos]."""
     floor = max(0, pos - _WINDOW)  # prefixes sit right before the message: never scan further back
-    header = -1  # the `LEVEL mm-dd` header of the record the message belongs to, if printed
-    for h in _LEVEL.finditer(seg, floor, pos):
-        header = h.start()
+    h = last_header(_LEVEL, seg, floor, pos)  # the `LEVEL mm-dd` header of the message's record, if printed
+    header = -1 if h is None else h.start()
     limit = pos if header < 0 else header
     q = seg.rfind("pid=", floor, limit)
     if q < 0:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+import re
 from pathlib import Path
 from typing import Any
 
@@ -36,3 +38,23 @@ def rank(run: dict[str, Any], label: str) -> dict[str, Any]:
 
 def codes(run: dict[str, Any]) -> list[str]:
     return [f["code"] for f in run["findings"]]
+
+
+_HEADER_TIME = re.compile(r"\b(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)\b")
+_PID = re.compile(r"pid=(\d{1,10})")
+
+
+def shifted(text: str, k: int) -> str:
+    """`text` as the k-th restart of a long log would print it: every `MM-DD HH:MM:SS` header time
+    2k hours later (a leap year, so 02-29 is a date) and every `pid=N` as N + 7919k. Repeating a
+    log this way defeats any cache keyed on a line's text, as a real log of many restarts does."""
+
+    def later(m: re.Match[str]) -> str:
+        try:
+            mo, d, h, mi, sec = (int(g) for g in m.groups())
+            t = datetime.datetime(2024, mo, d, h, mi, sec)
+        except ValueError:  # not a date: left as printed
+            return m[0]
+        return (t + datetime.timedelta(hours=2 * k)).strftime("%m-%d %H:%M:%S")
+
+    return _PID.sub(lambda m: f"pid={int(m[1]) + 7919 * k}", _HEADER_TIME.sub(later, text))

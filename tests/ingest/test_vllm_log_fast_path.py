@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from app.ingest.vllm_log import log_parse_to_json, parse_vllm_log
 
 from . import reference_vllm_log as reference
-from .ingest_helpers import LOGS, read
+from .ingest_helpers import LOGS, read, shifted
 
 ALL_LOGS: list[Path] = sorted(LOGS.rglob("*.log"))
 
@@ -88,4 +88,21 @@ _COLOURS = ("", "\x1b[1;36m", "\x1b[0;0m", "^[[32m", "\x1b[32m", "^[[0m")
 )
 def test_real_lines_shuffled_repeated_coloured_cut(pieces: list[tuple[str, int, str, str, int]]) -> None:
     text = "".join((colour + line[cut:] + sep) * times for line, times, colour, sep, cut in pieces)
+    assert fast(text) == slow(text)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(ALL_LOGS), st.integers(0, 200), st.booleans()), min_size=1, max_size=5))
+def test_real_logs_concatenated_with_shifted_times_and_pids(pieces: list[tuple[Path, int, bool]]) -> None:
+    """Whole real logs in any order, each as a later restart prints it (header times and pids
+    shifted: no line repeats an earlier one's text), some without their last newline."""
+    text = "".join(shifted(_text(path), k) + ("\n" if newline else "") for path, k, newline in pieces)
+    assert fast(text) == slow(text)
+
+
+def test_the_benchmarks_shifted_input_in_small() -> None:
+    """Every real log once, then every one again as a later restart (the benchmark's shifted row)."""
+    one = "".join(t if t.endswith("\n") else t + "\n" for t in map(_text, ALL_LOGS))
+    text = one + shifted(one, 1)
+    assert text != one * 2
     assert fast(text) == slow(text)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from .ingest_helpers import EXTRA, codes, parsed, rank, read, runs
 
@@ -341,3 +343,34 @@ def test_same_error_from_two_ranks_stays_in_one_run() -> None:
     assert codes(run) == ["free_memory_below_utilization"] * 2
     assert rank(run, "TP0")["free_at_start_bytes"] == gib(20.0)
     assert rank(run, "TP1")["free_at_start_bytes"] == gib(12.5)
+
+
+def _read_value_by_character(s: str, i: int) -> tuple[str, int]:
+    """The engine-config value reader as first written: one character at a time."""
+    n = len(s)
+    if i < n and s[i] in "'\"":
+        j = s.find(s[i], i + 1)
+        j = n if j < 0 else j
+        return s[i + 1 : j], j + 1
+    depth, j = 0, i
+    while j < n:
+        c = s[j]
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == "," and depth <= 0:
+            break
+        j += 1
+    return s[i:j].strip(), j
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="ab =,()[]{}'\"x\t", max_size=40), st.integers(0, 45))
+def test_config_values_read_as_one_character_at_a_time(s: str, i: int) -> None:
+    """The config reader jumps from bracket to comma by regex; it ends every value where the
+    character-by-character reading ends it (unbalanced, nested, quoted, at and past the end)."""
+    from app.ingest.vllm_log_config import _read_value
+
+    i = min(i, len(s))
+    assert _read_value(s, i) == _read_value_by_character(s, i)

@@ -1,0 +1,79 @@
+"""`kvledger import-log`: its text form states what its JSON form states, run by run; the command
+leaves the cyclic collector as it found it; the CLI imports neither the planner nor pydantic to
+build its parser (interpreter start is most of a small import's time)."""
+
+from __future__ import annotations
+
+import gc
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+from app.core.units import fmt_bytes
+
+from .ingest_helpers import LOGS
+
+LOG = LOGS / "13-v0102-qwen3-30b-a3b-fp8-2xl40s-tp2-ep.log"
+
+
+def _both(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[list[str], dict]:  # type: ignore[type-arg]
+    assert main(["import-log", str(path)]) == 0
+    text = capsys.readouterr().out.splitlines()
+    assert main(["import-log", str(path), "--json"]) == 0
+    return text, json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("name", ["13-v0102-qwen3-30b-a3b-fp8-2xl40s-tp2-ep.log", "01-v064-llama31-8b-rtx3090-tp1.log"])
+def test_text_form_states_the_json_form(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    text, doc = _both(LOGS / name, capsys)
+    headers = [i for i, line in enumerate(text) if line.startswith("run ")]
+    assert len(headers) == len(doc["runs"]) >= 1
+    for k, (start, run) in enumerate(zip(headers, doc["runs"], strict=True)):
+        assert text[start].startswith(f"run {k}: vLLM ")
+        assert text[start].endswith(f"model {run['settings'].get('model') or '?'}")
+        block = text[start + 1 : headers[k + 1] if k + 1 < len(headers) else len(text)]
+        rank_lines = [line for line in block if "  total " in line]
+        assert len(rank_lines) == len(run["ranks"])
+        for line, r in zip(rank_lines, run["ranks"], strict=True):
+            assert line.split()[0] == r["rank"] and f"kv {fmt_bytes(r.get('kv_bytes'))}" in line
+        blocks = run["engine"].get("num_gpu_blocks")
+        assert [line for line in block if line.startswith("  engine: ")] == (
+            [] if blocks is None else [f"  engine: {blocks:,} blocks"])
+        assert sum(line.startswith("  finding [") for line in block) == len(run["findings"])
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_collector_is_left_as_it_was(enabled: bool, capsys: pytest.CaptureFixture[str]) -> None:
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        for flags in ([], ["--json"]):
+            assert main(["import-log", str(LOG), *flags]) == 0
+            assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
+    capsys.readouterr()
+
+
+def test_the_cli_builds_its_parser_without_the_planner() -> None:
+    code = ("import sys, app.cli; app.cli.build_parser(); "
+            "print(sorted(m for m in ('app.core.exports', 'app.core.plan', 'pydantic') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_export_still_checks_and_shows_its_formats(capsys: pytest.CaptureFixture[str]) -> None:
+    from app.core.exports import FORMATS
+
+    with pytest.raises(SystemExit) as exc:
+        main(["export", "plan.json", "--format", "nope"])
+    assert exc.value.code == 2
+    assert "invalid choice: 'nope'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["export", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert f"one of: {', '.join(FORMATS)}" in shown
