@@ -49,7 +49,7 @@ T = TypeVar("T")
 #: Imported once by the forkserver, inherited by every child. The forkserver skips a name that does
 #: not import without a word: "app.planning" (its read_log now in app.services.imports) left every
 #: import child importing the planner itself, 0.6 s of CPU per import (tests/web/test_isolation_preload.py).
-PRELOAD = ["app.services.imports", "app.ingest.vllm_log", "app.ingest.catalogue"]
+PRELOAD = ["app.services.imports", "app.ingest.vllm_log", "app.ingest.catalogue", "app.web.plan.import_job"]
 POLL_S = 0.1
 #: The child yields the cores to slider requests: it runs at the lowest priority (its limit is in
 #: CPU seconds, so waiting for a core does not count against it).
@@ -129,7 +129,12 @@ class Isolation:
 
     def run(self, field: str, func: Callable[..., T], *args: object) -> T:
         """`func(*args)` in a child process; an `InputError` on `field` past the CPU or wall limit."""
-        if sum(len(a) for a in args if isinstance(a, str)) < self.inline_below_chars:
+        return self.run_sized(field, sum(len(a) for a in args if isinstance(a, str)), func, *args)
+
+    def run_sized(self, field: str, size: int, func: Callable[..., T], *args: object) -> T:
+        """`run` for work whose input is not among its arguments (a file the child reads): `size`
+        (characters or bytes of that input) decides whether it runs inline."""
+        if size < self.inline_below_chars:
             return func(*args)  # milliseconds of work: a child would cost more than it saves
         deadline = time.monotonic() + self.wall_limit_s
         # a second import waits for the slot as long as one may compute, not the whole wall limit

@@ -19,8 +19,7 @@ from app.services import deploy, imports, model_input, plan_query, plans
 from app.services.base_documents import BaseStore
 from app.web import cpu, querystring
 from app.web.openapi import body_schema, errors, register_body
-from app.web.plan import text_body, views, workflows
-from app.web.responses import FastJSONResponse
+from app.web.plan import import_job, text_body, views
 
 router = APIRouter(prefix="/api/v1", tags=["api"])
 register_body("PlanDocument", PlanDocument)
@@ -117,12 +116,9 @@ _BODY_FORMS = ('Body: JSON `{"text": …}`, or a form (multipart or urlencoded) 
 @router.post("/import/log", summary="Parse vLLM startup logs (JSON text, form text or file upload)",
              description=_BODY_FORMS + " Optional `model`: " + _MODEL_FIELD["model"] + ".",
              openapi_extra=text_body.openapi_body("the vLLM startup log text", _MODEL_FIELD), responses=errors(503))
-async def import_log(request: Request) -> JSONResponse:
-    limit = request.app.state.settings.max_log_bytes
-    body = await text_body.read_text_body(request, limit, "log", extra=("model",))
-    text = workflows.log_text(body["text"], None, limit)
-    imported = await run_in_threadpool(workflows.import_log, text, body["model"], request.app.state.isolation)
-    return FastJSONResponse(workflows.import_json(imported, request.app.state.bases))
+async def import_log(request: Request) -> Response:
+    # the body is spooled, parsed and read in the import child; the server relays the reply (import_job)
+    return await import_job.json_reply(request, ("model",))
 
 
 @router.post("/import/nvidia-smi", summary="Parse nvidia-smi output (table or --query-gpu CSV)",

@@ -13,14 +13,15 @@ from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import JSONResponse, RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from app.core import exports
 from app.core.errors import InputError
 from app.services import deploy, plan_query, plans
 from app.services.base_documents import BaseStore
 from app.web import cpu, htmx, querystring
-from app.web.plan import present, views, workflows
-from app.web.responses import FastJSONResponse, PageSpec, expect_page, render
+from app.web.plan import import_job, present, views, workflows
+from app.web.responses import PageSpec, expect_page, render
 
 log = logging.getLogger(__name__)
 router = APIRouter(include_in_schema=False)
@@ -194,39 +195,27 @@ def import_form_json(request: Request) -> Response:
     return JSONResponse(workflows.import_form_json(request.app.state.settings))
 
 
+#: The optional fields of the import form besides the log (`text` or a `file` upload).
+IMPORT_FIELDS = ("model", "config", "tp", "pp")
+
+
 @router.post("/import")
-def import_post(
-    request: Request,
-    text: Annotated[str, Form()] = "",
-    model: Annotated[str, Form()] = "",
-    config: Annotated[str, Form()] = "",
-    file: Annotated[UploadFile | None, File()] = None,
-    tp: Annotated[str, Form()] = "",
-    pp: Annotated[str, Form()] = "",
-) -> Response:
+async def import_post(request: Request) -> Response:
+    """The import page with its preview (the body is read in the import child: import_job)."""
     settings = request.app.state.settings
-    spec = expect_page(request, "pages/import.html", workflows.import_context(settings, "log", model, text, config))
-    log = workflows.log_text(text, file, settings.max_log_bytes)
-    spec = expect_page(request, "pages/import.html", workflows.import_context(settings, "log", model, log, config))
-    layout = workflows.import_layout(tp, pp)
-    imported = workflows.import_log(log, model, request.app.state.isolation, layout, config)
-    return render(request, spec, workflows.import_preview(imported, _bases(request), layout))
+    expect_page(request, "pages/import.html", lambda: workflows.import_context(settings, "log"))
+    outcome, _ = await import_job.run(request, IMPORT_FIELDS, page_runs=import_job.PAGE_RUNS)
+    fields = outcome.fields
+    spec = expect_page(request, "pages/import.html", workflows.import_context(
+        settings, "log", fields.get("model", ""), fields.get("text", ""), fields.get("config", "")))
+    import_job.raise_error(outcome)
+    context = await run_in_threadpool(import_job.page_context, outcome, _bases(request))
+    return await run_in_threadpool(render, request, spec, context)
 
 
 @router.post("/import.json")
-def import_post_json(
-    request: Request,
-    text: Annotated[str, Form()] = "",
-    model: Annotated[str, Form()] = "",
-    config: Annotated[str, Form()] = "",
-    file: Annotated[UploadFile | None, File()] = None,
-    tp: Annotated[str, Form()] = "",
-    pp: Annotated[str, Form()] = "",
-) -> Response:
-    settings = request.app.state.settings
-    imported = workflows.import_log(workflows.log_text(text, file, settings.max_log_bytes), model,
-                                    request.app.state.isolation, workflows.import_layout(tp, pp), config)
-    return FastJSONResponse(workflows.import_json(imported, _bases(request)))
+async def import_post_json(request: Request) -> Response:
+    return await import_job.json_reply(request, IMPORT_FIELDS)
 
 
 @router.post("/start/config")

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import Request
-from starlette.datastructures import UploadFile
+from starlette.datastructures import FormData, UploadFile
 
 from app.core.errors import InputError
 
@@ -42,8 +42,13 @@ def _mib(limit: int) -> str:
 
 
 async def _from_json(request: Request, extra: Sequence[str]) -> dict[str, str]:
+    return json_fields(await request.body(), extra)
+
+
+def json_fields(raw: bytes, extra: Sequence[str]) -> dict[str, str]:
+    """`text` and the `extra` fields of a JSON body (also read by the import child, import_job)."""
     try:
-        data = json.loads(await request.body())
+        data = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
         raise InputError("body", 'the body is not valid JSON; send {"text": "…"}') from None
     if not isinstance(data, dict):
@@ -58,31 +63,46 @@ async def _from_json(request: Request, extra: Sequence[str]) -> dict[str, str]:
 
 
 async def _from_form(request: Request, extra: Sequence[str], limit: int, field: str) -> dict[str, str]:
-    out: dict[str, str] = {}
     # max_part_size: a pasted text field may be as large as the server takes a log (starlette: 1 MiB)
     async with request.form(max_part_size=limit + 1) as form:  # closes the uploads' temporary files
-        for name in ("text", *extra):
-            value = form.get(name)
-            out[name] = value if isinstance(value, str) else ""
-        upload = form.get("file")
-        if isinstance(upload, UploadFile) and upload.filename:
-            data = await upload.read(limit + 1)
-            if len(data) > limit:
-                raise InputError(field, f"the file is larger than {_mib(limit)} MiB")
-            out["text"] = data.decode("utf-8", errors="replace")
+        return await form_fields(form, extra, limit, field)
+
+
+async def form_fields(form: FormData, extra: Sequence[str], limit: int, field: str) -> dict[str, str]:
+    """`text` (a `file` upload wins) and the `extra` fields of a parsed form (also read by the
+    import child, import_job)."""
+    out: dict[str, str] = {}
+    for name in ("text", *extra):
+        value = form.get(name)
+        out[name] = value if isinstance(value, str) else ""
+    upload = form.get("file")
+    if isinstance(upload, UploadFile) and upload.filename:
+        data = await upload.read(limit + 1)
+        if len(data) > limit:
+            raise InputError(field, f"the file is larger than {_mib(limit)} MiB")
+        out["text"] = data.decode("utf-8", errors="replace")
     return out
 
 
 async def read_text_body(request: Request, limit: int, field: str, extra: Sequence[str] = ()) -> dict[str, str]:
     """`text` and the `extra` fields of a text-import body in any of the accepted forms."""
-    kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    kind = body_kind(request.headers.get("content-type", ""))
+    out = await (_from_json(request, extra) if kind == JSON_TYPE else _from_form(request, extra, limit, field))
+    return check_size(out, limit, field)
+
+
+def body_kind(content_type: str) -> str:
+    """JSON_TYPE for any JSON body, the form type for a form; an InputError on the body otherwise."""
+    kind = content_type.split(";", 1)[0].strip().lower()
     if kind == JSON_TYPE or kind.endswith("+json"):
-        out = await _from_json(request, extra)
-    elif kind in FORM_TYPES:
-        out = await _from_form(request, extra, limit, field)
-    else:
-        raise InputError("body", f'send JSON {{"text": "…"}}, or a form ({", ".join(FORM_TYPES)}) with a text '
-                                 f"field or a file upload; got content type {kind or 'none'!r}")
+        return JSON_TYPE
+    if kind in FORM_TYPES:
+        return kind
+    raise InputError("body", f'send JSON {{"text": "…"}}, or a form ({", ".join(FORM_TYPES)}) with a text '
+                             f"field or a file upload; got content type {kind or 'none'!r}")
+
+
+def check_size(out: dict[str, str], limit: int, field: str) -> dict[str, str]:
     if len(out["text"].encode()) > limit:
         raise InputError(field, f"the text is larger than {_mib(limit)} MiB")
     return out

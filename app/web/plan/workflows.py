@@ -21,7 +21,6 @@ from app.services import imported_runs, imports, model_input, plan_query, plans
 from app.services.base_documents import BaseStore
 from app.settings import Settings
 from app.web import querystring
-from app.web.isolation import Isolation
 from app.web.plan import examples
 from app.web.plan.form import GPU_OPTIONS
 from app.web.plan.views import plan_view
@@ -79,36 +78,9 @@ def base_plan_url(doc: Mapping[str, Any], bases: BaseStore) -> str:
     return querystring.page_url("/plan", {"base": bases.put(doc)})
 
 
-@dataclass(frozen=True)
-class ImportedLog:
-    """A parsed log and, per run, its plan document or why there is none (`imports.read_log`)."""
-
-    parsed: dict[str, Any]
-    docs: list[tuple[dict[str, Any] | None, str | None]]
-
-
 #: Why a run's plan has no link: the import's plans together pass one client's allowance.
 PLANS_PAST_ALLOWANCE = ("this log has more runs' plans than the server keeps for one client at a time; "
                         "import the start-ups you need on their own for a link to this one")
-
-
-def _plan_links(imported: ImportedLog, count: int, bases: BaseStore) -> list[dict[str, Any]]:
-    """Each run's link to a plan made from it (or why there is none); every plan document is
-    stored in one write (`put_many`), not one transaction per run."""
-    docs = [imported.docs[i] if i < len(imported.docs) else (None, "no plan for this run") for i in range(count)]
-    ids = iter(bases.put_many([doc for doc, _ in docs if doc is not None]))
-    links = []
-    urls: dict[str, str] = {}  # runs that share a plan (plans.read_log) share its URL: one encoding
-    for doc, error in docs:
-        base_id = next(ids) if doc is not None else None
-        if base_id is None:
-            links.append({"plan_url": None, "plan_error": error or PLANS_PAST_ALLOWANCE})
-        else:
-            url = urls.get(base_id)
-            if url is None:
-                url = urls[base_id] = querystring.page_url("/plan", {"base": base_id})
-            links.append({"plan_url": url, "plan_error": None})
-    return links
 
 
 def _scalars(section: object) -> dict[str, object]:
@@ -118,22 +90,13 @@ def _scalars(section: object) -> dict[str, object]:
     return {k: v for k, v in section.items() if isinstance(v, str | int | float)}
 
 
-def import_runs(imported: ImportedLog, bases: BaseStore) -> list[dict[str, Any]]:
-    """Each parsed run with its display pieces and a link to a plan made from it."""
-    runs = []
-    parsed_runs = imported.parsed.get("runs") or []
-    links = _plan_links(imported, len(parsed_runs), bases)
-    for index, run in enumerate(parsed_runs):
-        version = run.get("version") or {}
-        stated = run.get("vllm_version")
-        inferred = f"{version.get('inferred_min') or '?'} – <{version.get('inferred_max_exclusive') or '?'}"
-        settings = _scalars(run.get("settings"))
-        runs.append({
-            "index": index, "run": run, "version_text": stated or f"not stated (inferred {inferred})",
-            "settings": settings, "engine": _scalars(run.get("engine")),
-            **links[index],
-        })
-    return runs
+def run_display(index: int, run: Mapping[str, Any]) -> dict[str, Any]:
+    """One parsed run's display pieces on the import page (its plan link is added by the server)."""
+    version = run.get("version") or {}
+    stated = run.get("vllm_version")
+    inferred = f"{version.get('inferred_min') or '?'} – <{version.get('inferred_max_exclusive') or '?'}"
+    return {"index": index, "run": run, "version_text": stated or f"not stated (inferred {inferred})",
+            "settings": _scalars(run.get("settings")), "engine": _scalars(run.get("engine"))}
 
 
 #: The largest uploaded log put back into the import page's text box (bigger ones stay in the file field).
@@ -193,31 +156,17 @@ def import_layout(tp: str, pp: str) -> dict[str, int]:
     return out
 
 
-def import_log(
-    text: str, model_slug: str, isolation: Isolation, layout: Mapping[str, int] | None = None, config_text: str = ""
-) -> ImportedLog:
+def read_import(
+    text: str, model_slug: str, layout: Mapping[str, int] | None = None, config_text: str = ""
+) -> tuple[dict[str, Any], list[tuple[dict[str, Any] | None, str | None]]]:
     """Parse a log (with the chosen catalogue model, or a pasted config.json, for residuals and
-    every run's plan) and make each run's plan document, in a child process under the server's
-    time limit (web/isolation.py)."""
+    every run's plan) and make each run's plan document (`imports.read_log`). Pure: the web runs
+    it in the import child (`import_job`, under web/isolation.py's limits)."""
     config = catalogue_config(model_slug)
     model = imported_runs.model_doc(model_slug, config_text)
     if config is None and model is not None:
         config = model["config"]
-    parsed, docs = isolation.run("log", imports.read_log, text, config, dict(layout or {}) or None, model)
-    return ImportedLog(parsed, docs)
-
-
-def import_preview(imported: ImportedLog, bases: BaseStore, layout: Mapping[str, int] | None = None) -> dict[str, Any]:
-    return {"runs": import_runs(imported, bases), "findings": imported.parsed.get("findings") or [],
-            "layout": dict(layout or {})}
-
-
-def import_json(imported: ImportedLog, bases: BaseStore) -> dict[str, Any]:
-    """The parsed log plus, per run, the URL of the plan made from it (or why there is none)."""
-    out = dict(imported.parsed)
-    links = _plan_links(imported, len(out.get("runs") or []), bases)  # not import_runs: no display pieces
-    out["plans"] = [{"run": i, "url": link["plan_url"], "error": link["plan_error"]} for i, link in enumerate(links)]
-    return out
+    return imports.read_log(text, config, dict(layout or {}) or None, model)
 
 
 def _json_object(content: str, field: str, what: str) -> dict[str, Any]:
