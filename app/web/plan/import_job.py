@@ -239,7 +239,7 @@ async def run(request: Request, extra: Sequence[str], page_runs: int = 0) -> tup
         _remove(reply_path)
         raise
     finally:
-        _remove(body.path)
+        await _remove_off_loop(body.path)
     if outcome.error is not None:
         _remove(reply_path)
     return outcome, reply_path
@@ -248,6 +248,14 @@ async def run(request: Request, extra: Sequence[str], page_runs: int = 0) -> tup
 def raise_error(outcome: ImportOutcome) -> None:
     if outcome.error is not None:
         raise InputError(*outcome.error)
+
+
+async def _remove_off_loop(path: str) -> None:
+    """Unlink on a worker thread: freeing a 10 MB file's pages takes the kernel tens of ms."""
+    try:
+        await run_in_threadpool(_remove, path)
+    finally:
+        _remove(path)  # cancelled: here; a no-op when it is gone already
 
 
 def _remove(path: str | None) -> None:
@@ -291,8 +299,11 @@ async def json_reply(request: Request, extra: Sequence[str]) -> StreamingRespons
             while chunk := fh.read(CHUNK):
                 yield chunk
             yield tail
-        finally:
-            fh.close()
+        finally:  # closing frees the unlinked file: tens of ms for a big reply, off the loop
+            try:
+                await run_in_threadpool(fh.close)
+            finally:
+                fh.close()  # cancelled (the client left): here; a no-op when closed already
 
     return StreamingResponse(relay(), media_type="application/json", headers={"content-length": str(size)})
 
