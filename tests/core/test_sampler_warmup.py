@@ -86,15 +86,26 @@ def test_no_warm_up_where_vllm_runs_none() -> None:
     assert sampler_warmup(GPT_OSS, base, GIB, GIB, 0) is not None
 
 
+def _need(n: int, tokens: int) -> int:
+    w = sampler_warmup(GPT_OSS, ProfileInputs(1, tokens, n, (0, 19, 0)), 0, 0, 0)
+    assert w is not None
+    return w.need
+
+
 @settings(max_examples=50, deadline=None)
 @given(st.integers(1, 2048), st.integers(1, 2048), st.integers(256, 16384))
-def test_more_sequences_never_need_less(seqs: int, extra: int, tokens: int) -> None:
-    def need(n: int) -> int:
-        w = sampler_warmup(GPT_OSS, ProfileInputs(1, tokens, n, (0, 19, 0)), 0, 0, 0)
-        assert w is not None
-        return w.need
+def test_more_sequences_never_need_less_on_one_sampler_path(seqs: int, extra: int, tokens: int) -> None:
+    # From v0.17 (PR #33538) batches of 8+ rows take the in-place Triton top-k/top-p kernel and fewer
+    # take the sort path (profile_run.sampler_bytes_per_logit): monotone on each side of 8 rows.
+    more = seqs + extra
+    if (seqs < 8) != (more < 8):
+        more = 7 if seqs < 8 else more
+    assert _need(more, tokens) >= _need(seqs, tokens)
 
-    assert need(seqs + extra) >= need(seqs)
+
+def test_eight_rows_switch_to_the_triton_kernel_and_need_less_per_row() -> None:
+    # vLLM's own discontinuity, not a defect of the estimate: 7 sort-path rows outweigh 8 Triton rows
+    assert _need(7, 8192) > _need(8, 8192)
 
 
 def test_the_plan_gate_names_the_warm_up() -> None:
