@@ -51,10 +51,20 @@ class BodySizeLimit:
             return
         path: str = scope["path"]
         limit = self.limit_for(path)
+        has_body = False
         for name, value in scope["headers"]:
-            if name == b"content-length" and value.isdigit() and int(value) > limit:
-                await self._refuse(path, limit, send)
-                return
+            if name == b"content-length":
+                if value.isdigit() and int(value) > limit:
+                    await self._refuse(path, limit, send)
+                    return
+                has_body = value != b"0"
+            elif name == b"transfer-encoding":
+                has_body = True
+        if not has_body and scope.get("method") in ("GET", "HEAD"):
+            # A GET without Content-Length or Transfer-Encoding has no body (RFC 9112 section
+            # 6.3) and no GET route reads one: nothing to count, a slider tick goes straight through.
+            await self.app(scope, receive, send)
+            return
         received = 0
         refused = False
         response_started = False

@@ -3,7 +3,7 @@ grouped form (`app.core.rank_groups`) one row per group of identical ranks."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,15 +60,32 @@ def rank_table(result: Mapping[str, Any]) -> tuple[list[RankRow], str]:
         ranks = notable
     rows = []
     columns = rank_columns(result)
+    text = _gib_texts()
     for r in ranks:
         sources = r.get("sources") or {}
         rows.append(RankRow(
             rank=str(r.get("rank")), binding=bool(r.get("binding")),
-            cells=[(gib(r.get(key)), sources.get(key, "")) for key, _ in columns],
+            cells=[(text(r.get(key)), sources.get(key, "")) for key, _ in columns],
             blocks=intcomma(r.get("blocks")), tokens=intcomma(r.get("tokens")),
             starts="yes" if r.get("will_start") else "NO",
         ))
     return rows, note
+
+
+def _gib_texts() -> Callable[[object], str]:
+    """`gib`, memoised for one table (a per-call dict): its ranks repeat the same totals, weights
+    and budgets, often on every row."""
+    texts: dict[object, str] = {}
+
+    def text(value: object) -> str:
+        found = texts.get(value) if type(value) is int else None
+        if found is None:
+            found = gib(value)
+            if type(value) is int:
+                texts[value] = found
+        return found
+
+    return text
 
 
 def rank_count(result: Mapping[str, Any]) -> int:
@@ -85,6 +102,7 @@ def _group_rows(result: Mapping[str, Any]) -> list[RankRow]:
     order = sorted(range(len(ranks)), key=lambda i: (not ranks[i].get("binding"), ranks[i].get("kv_bytes") or 0))
     rows = []
     columns = rank_columns(result)
+    text = _gib_texts()
     for i in order[: charts.MAX_BARS]:
         r, group = ranks[i], groups[i] if i < len(groups) else {}
         sources = r.get("sources") or {}
@@ -93,7 +111,7 @@ def _group_rows(result: Mapping[str, Any]) -> list[RankRow]:
             rank=f"{r.get('rank')} ({intcomma(count)} ranks: {group.get('ranks')})" if count > 1
             else str(r.get("rank")),
             binding=bool(r.get("binding")),
-            cells=[(gib(r.get(key)), sources.get(key, "")) for key, _ in columns],
+            cells=[(text(r.get(key)), sources.get(key, "")) for key, _ in columns],
             blocks=intcomma(r.get("blocks")), tokens=intcomma(r.get("tokens")),
             starts="yes" if r.get("will_start") else "NO",
         ))  # fmt: skip

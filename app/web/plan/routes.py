@@ -76,9 +76,17 @@ async def plan_page(request: Request) -> Response:
     return await cpu.run(request, _plan_page, request)
 
 
-def _declare_plan(request: Request, fragment: tuple[str, ...]) -> tuple[dict[str, str], PageSpec]:
+def _query_items(request: Request) -> list[tuple[str, str]]:
+    """The request's query, parsed once (as `request.query_params` would: latin-1, then
+    parse_qsl), for both the what-if keys and the canonical-URL check."""
+    return parse_qsl(request.scope["query_string"].decode("latin-1"), keep_blank_values=True)
+
+
+def _declare_plan(
+    request: Request, fragment: tuple[str, ...], items: list[tuple[str, str]] | None = None
+) -> tuple[dict[str, str], PageSpec]:
     """The plan page's what-if keys, and its declaration (an error shows inline on the form)."""
-    params = querystring.clean(request.query_params.multi_items())
+    params = querystring.clean(_query_items(request) if items is None else items)
     return params, expect_page(
         request, PLAN, lambda: present.page_context(params, "base" in params, base_doc=_base_or_none(request, params)),
         fragment,
@@ -94,11 +102,13 @@ def _base_or_none(request: Request, params: dict[str, str]) -> dict[str, Any] | 
 
 
 def _plan_page(request: Request) -> Response:
-    params, spec = _declare_plan(request, PLAN_FRAGMENT)
+    items = _query_items(request)
+    params, spec = _declare_plan(request, PLAN_FRAGMENT, items)
     hx = htmx.details(request)
     # A slider tick re-renders the results without the levers; they refresh in their own request.
-    view = views.plan_view(params, _bases(request), False if hx.wants_fragment else None, _cache(request))
-    if not hx.request and parse_qsl(request.url.query, keep_blank_values=True) != sorted(view.query.items()):
+    levers = False if hx.wants_fragment else None
+    view = views.plan_view(params, _bases(request), levers, _cache(request), cleaned=True)
+    if not hx.request and items != sorted(view.query.items()):
         # A plain GET form submits every field: send the browser to the canonical URL.
         return RedirectResponse(view.url, status_code=303)
     response = render(request, spec, _plan_context(request, view, form=not hx.wants_fragment), merge_base=False)
@@ -113,8 +123,8 @@ async def plan_json(request: Request) -> Response:
 
 
 def _plan_json(request: Request) -> Response:
-    params = querystring.clean(request.query_params.multi_items())
-    view = views.plan_view(params, _bases(request), True, _cache(request))
+    params = querystring.clean(_query_items(request))
+    view = views.plan_view(params, _bases(request), True, _cache(request), cleaned=True)
     return JSONResponse(views.plan_json(view))
 
 
@@ -125,8 +135,8 @@ async def plan_export(request: Request, fmt: str) -> Response:
 
 
 def _plan_export(request: Request, fmt: str) -> Response:
-    params = querystring.clean(request.query_params.multi_items())
-    view = views.plan_view(params, _bases(request), False, _cache(request))
+    params = querystring.clean(_query_items(request))
+    view = views.plan_view(params, _bases(request), False, _cache(request), cleaned=True)
     try:
         out = exports.export(view.result, fmt)
     except exports.ExportError as exc:
@@ -173,7 +183,7 @@ async def plan_levers(request: Request) -> Response:
 
 def _plan_levers(request: Request) -> Response:
     params, spec = _declare_plan(request, ("levers",))
-    view = views.plan_view(params, _bases(request), True, _cache(request))
+    view = views.plan_view(params, _bases(request), True, _cache(request), cleaned=True)
     return render(request, spec, _plan_context(request, view), merge_base=False)
 
 

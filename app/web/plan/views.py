@@ -153,11 +153,13 @@ class PlanCache:
 
 
 def plan_view(
-    params: Mapping[str, str], bases: BaseStore, levers: bool | None = None, cache: PlanCache | None = None
+    params: Mapping[str, str], bases: BaseStore, levers: bool | None = None, cache: PlanCache | None = None,
+    cleaned: bool = False,
 ) -> PlanView:
     """Compute the plan a what-if query describes; raises InputError naming the form key. With
-    `cache`, under its memo (the app's: `app.services.memo`)."""
-    query = querystring.clean(params)
+    `cache`, under its memo (the app's: `app.services.memo`); `cleaned`: `params` is already
+    `querystring.clean`'s output (a route that parsed the query once)."""
+    query = dict(params) if cleaned else querystring.clean(params)
     key = (tuple(sorted(query.items())), levers)
     if cache is None:
         return _plan_view(query, bases, levers)
