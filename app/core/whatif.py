@@ -59,14 +59,20 @@ def _rooms_for_utilization(old: PlanInput, new: PlanInput) -> PlanInput:
     if u_old == u_new or not _has_rooms(old):
         return new
     ceil = rules_for(old.vllm_version).requested_is_ceil
+    moves: dict[int, tuple[int, str]] = {}  # by total: Δrequested and its note (a cluster has few GPU models)
     ranks = []
     for rank in old.ranks:
-        if rank.kv_room is None or rank.total is None:  # no total: utilization_notes says why it stays
+        room, total = rank.kv_room, rank.total
+        if room is None or total is None:  # no total: utilization_notes says why it stays
             ranks.append(rank)
-        else:
-            moved = requested_bytes(rank.total.bytes, u_new, ceil) - requested_bytes(rank.total.bytes, u_old, ceil)
+            continue
+        move = moves.get(total.bytes)
+        if move is None:
+            moved = requested_bytes(total.bytes, u_new, ceil) - requested_bytes(total.bytes, u_old, ceil)
             note = f"measured KV room {moved:+,} B: requested moves with gpu_memory_utilization {u_old} → {u_new}"
-            ranks.append(_moved_room(rank, rank, moved, note, "derived"))
+            move = moves[total.bytes] = (moved, note)
+        # `_moved_room(rank, rank, …)`: no row moves with utilization, so the room moves by Δrequested alone
+        ranks.append(rank if move[0] == 0 else replace(rank, kv_room=Cell(room.bytes + move[0], "derived", move[1])))
     return replace(new, ranks=tuple(ranks))
 
 

@@ -343,3 +343,22 @@ def test_fp8_moves_a_room_measured_without_its_weights_row() -> None:
     room = set_quantization(plan, "fp8").plan.ranks[0].kv_room
     freed = shape.weight_bytes - online_fp8_shape(shape).weight_bytes
     assert room is not None and room.bytes == 4 * GIB + freed and room.source == "estimated"
+
+
+@given(measured_plans(), st.sampled_from([0.5, 0.8, 0.85, 0.9, 0.93, 0.97]))
+def test_utilization_moves_each_room_as_the_per_rank_rule_did(plan: PlanInput, util: float) -> None:
+    """The rooms a utilization change gives equal the rule they were written from: each room moved
+    by Δrequested alone (`_moved_room(rank, rank, …)`), every rank rebuilt."""
+    from app.core.ledger import requested_bytes
+    from app.core.versions import rules_for
+    from app.core.whatif import _moved_room
+
+    u0, ceil = plan.engine.gpu_memory_utilization, rules_for(plan.vllm_version).requested_is_ceil
+    expected = []
+    for rank in plan.ranks:
+        assert rank.total is not None
+        moved = requested_bytes(rank.total.bytes, util, ceil) - requested_bytes(rank.total.bytes, u0, ceil)
+        note = f"measured KV room {moved:+,} B: requested moves with gpu_memory_utilization {u0} → {util}"
+        expected.append(_moved_room(rank, rank, moved, note, "derived"))
+    got = set_engine(plan, gpu_memory_utilization=util).plan.ranks
+    assert got == tuple(expected)
