@@ -37,11 +37,14 @@ ROOT = Path(os.environ.get("KVL_BENCH_ROOT") or Path(__file__).resolve().parents
 sys.path.insert(0, str(ROOT))
 GIB, MIB = 2**30, 2**20
 TARGETS_MS = {1024: 10.0, 16384: 100.0}
+#: Set by `--rooms` (and so seen by the worker processes): every rank also has a measured KV room.
+ROOMS_ENV = "KVL_BENCH_ROOMS"
 
 
-def distinct_ranks(n: int) -> list[dict[str, Any]]:
-    """N measured ranks, every one different (as a real 128-node import is)."""
-    return [
+def distinct_ranks(n: int, rooms: bool = False) -> list[dict[str, Any]]:
+    """N measured ranks, every one different (as a real 128-node import is); with `rooms`, each with
+    a measured KV room too (as an import of logs printing "Available KV cache memory" gives)."""
+    out = [
         {
             "label": f"n{i // 8}-gpu{i % 8}",
             "total": 80 * GIB,
@@ -53,6 +56,10 @@ def distinct_ranks(n: int) -> list[dict[str, Any]]:
         }
         for i in range(n)
     ]
+    if rooms:
+        for i, rank in enumerate(out):
+            rank["kv_room"] = 30 * GIB + i * 65536
+    return out
 
 
 def base_document(n: int) -> dict[str, Any]:
@@ -62,7 +69,7 @@ def base_document(n: int) -> dict[str, Any]:
         "layout": {"tp": 8, "dp": max(1, n // 8)},
         "engine": {"gpu_memory_utilization": 0.9, "max_model_len": 8192},
         "policy": {"growth_reserve": 0.08, "operating_reserve": "0.9 GiB", "avg_live_tokens": 4000},
-        "ranks": distinct_ranks(n),
+        "ranks": distinct_ranks(n, rooms=bool(os.environ.get(ROOMS_ENV))),
     }
 
 
@@ -189,8 +196,11 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="fewer ticks and sizes (a smoke run)")
     parser.add_argument("--sizes", help="comma-separated rank counts (default 8,64,1024,4096,16384)")
     parser.add_argument("--baseline", type=Path, help="a checkout of an older tree to run the same ticks on")
+    parser.add_argument("--rooms", action="store_true", help="every rank with a measured KV room (a log import)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # "n,ticks": one fragment_ms as JSON
     args = parser.parse_args()
+    if args.rooms:
+        os.environ[ROOMS_ENV] = "1"
     if args.worker:
         n, ticks = (int(x) for x in args.worker.split(","))
         print(json.dumps(fragment_ms(n, ticks)))
@@ -198,7 +208,8 @@ def main() -> int:
     sizes: tuple[int, ...] = (8, 1024) if args.quick else (8, 64, 1024, 4096, 16384)
     if args.sizes:
         sizes = tuple(int(x) for x in args.sizes.split(","))
-    print(f"Load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} cores.")
+    print(f"Load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} cores."
+          + (" Every rank has a measured KV room (--rooms)." if args.rooms else ""))
     print()
     old = ""
     if args.baseline:
