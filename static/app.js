@@ -112,8 +112,9 @@
   }
   function commit() {
     commitTimer = null;
-    // a request in flight (htmx marks its indicator): wait for the newest tick's address
-    if (document.querySelector(".htmx-request")) { commitSoon(); return; }
+    // a request in flight (htmx marks its indicator), or its address not yet written (writeAddress,
+    // after the frame): wait for the newest tick's address
+    if (document.querySelector(".htmx-request") || nextAddress !== null) { commitSoon(); return; }
     var now = window.location.pathname + window.location.search;
     if (now === committed) { return; }
     window.history.replaceState({ htmx: true }, "", committed);
