@@ -185,3 +185,16 @@ def test_a_burst_ends_with_the_chart_of_the_numbers_shown_even_when_the_last_req
     page.wait_for_function(CONSISTENT)
     assert _drawn(page) == _expected(page.evaluate(FIGURE))
     assert page.inner_text("#out-util") == "0.53"
+
+
+def test_the_first_paint_waits_for_no_request_and_the_styles_apply(page: Any) -> None:
+    """The stylesheet is inline (a linked one blocked the first paint for its round trip); the CSP
+    allows it (the page fixture fails on a CSP console message) and the chart library comes later."""
+    page.goto(PLAN)
+    page.wait_for_selector("#chart-pool svg .seg", state="attached")
+    blocking = page.evaluate("""() => performance.getEntriesByType("resource")
+      .filter(r => r.renderBlockingStatus === "blocking").map(r => r.name)""")
+    assert blocking == []
+    style = "([selector, property]) => getComputedStyle(document.querySelector(selector))[property]"
+    assert page.evaluate(style, [".topbar", "backgroundColor"]) == "rgb(22, 33, 62)"
+    assert page.evaluate(style, [".pool-svg .budget", "strokeDasharray"]) != "none"

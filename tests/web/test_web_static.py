@@ -31,7 +31,7 @@ def test_pages_link_hashed_assets_served_immutable_and_gzipped(client: TestClien
 
 
 def test_etag_revalidation_and_stale_hash(client: TestClient) -> None:
-    url = next(u for u in _assets(client.get("/").text) if u.endswith("app.css"))
+    url = next(u for u in _assets(client.get("/").text) if u.endswith("app.js"))  # app.css is inline (base.html)
     first = client.get(url)
     again = client.get(url, headers={"If-None-Match": first.headers["etag"]})
     assert again.status_code == 304
