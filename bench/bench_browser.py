@@ -1,8 +1,11 @@
-"""Browser benchmark: `.venv/bin/python bench/bench_browser.py [--check]` (writes bench/RESULTS-browser.md).
+"""Browser benchmark: `.venv/bin/python bench/bench_browser.py [--before REF] [--check]` (writes
+bench/RESULTS-browser.md).
 
 Our server under uvicorn (one worker) on 127.0.0.1, driven by headless Debian Chromium through
-Playwright (executable_path, as tests/e2e/conftest.py). Measured in the page with
-`performance.now()`:
+Playwright (executable_path, as tests/e2e/conftest.py). With `--before REF` (default `main`) a
+second server runs `git archive REF` from a temporary directory, and every phase runs on both in
+turn (loads alternate, ticks alternate one by one), so before/after ratios come from one run under
+the same load. Measured in the page with `performance.now()`:
 
 1. First load of the plan page in a fresh browser context (no cache), 5 times: first paint, the
    page's first and last byte, DOM interactive, DOMContentLoaded, first chart drawn, the
@@ -11,28 +14,35 @@ Playwright (executable_path, as tests/e2e/conftest.py). Measured in the page wit
    it; the chart library requested only after first paint.
 2. Slider → chart: 50 ticks of the utilization slider on the plan page, one at a time, each a
    position never computed before. Per tick, from the input event: request sent → response
-   received → the new numbers in the DOM (the fragment swapped in) → the pool chart updated
-   (`data-drawn` is the new figure's version) → repainted (the frame after); medians and p90.
+   received → the new numbers in the DOM (the fragment's figure version in the document) → the
+   pool chart updated (its element's `data-drawn` is that version: plotly resolved, or the
+   server-drawn SVG patched in) → repainted (the frame after); medians and p90.
    Target: median input → chart repainted <= 50 ms.
 3. A drag: 30 input events 16 ms apart (a 60 Hz pointer); how many requests were sent, and the
-   time from the last input to the chart showing the last position.
+   time from the last input to the chart showing the last position with the address updated.
 
 The run always completes and records what it measured (a phase that fails is recorded as an
-error); `--check` exits 1 when a target is missed or a phase failed.
+error); `--check` exits 1 when a target of this tree is missed or a phase failed.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_web import FIRST_PAGE, free_port, load_average, machine, start  # noqa: E402
+from bench_web import FIRST_PAGE, free_port, load_average, machine  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -50,7 +60,7 @@ TARGET_FIRST_PAINT_BYTES = 150 * 1024
 TICK_JS = """
 ([id, value]) => new Promise((resolve, reject) => {
   const data = () => document.getElementById("chart-pool-data");
-  const chart = document.getElementById("chart-pool");
+  const chart = () => document.getElementById("chart-pool");  // a swap may replace it: asked each time
   const form = document.getElementById("plan-form");
   const before = data().dataset.version;
   let sent = null, dom = null, drawn = null;
@@ -73,12 +83,13 @@ TICK_JS = """
   const check = () => {
     const now = performance.now();
     if (dom === null && data() && data().dataset.version !== before) { dom = now; }
-    if (dom !== null && drawn === null && chart.getAttribute("data-drawn") === data().dataset.version) {
+    if (dom !== null && drawn === null && chart() && chart().getAttribute("data-drawn") === data().dataset.version) {
       drawn = now; done();
     }
   };
   const observer = new MutationObserver(check);
-  observer.observe(document.body, {subtree: true, childList: true, attributes: true, attributeFilter: ["data-drawn"]});
+  observer.observe(document.body, {subtree: true, childList: true, attributes: true,
+                                   attributeFilter: ["data-drawn", "data-version"]});
   setTimeout(() => { observer.disconnect(); reject(new Error("no chart update within 60 s")); }, 60000);
   const input = document.getElementById(id);
   input.value = value;
@@ -147,7 +158,7 @@ def _util_values(page: Any, count: int) -> list[str]:
     return values[:count]
 
 
-def slider_ticks(browser: Any, url: str) -> dict[str, Any]:
+def _open_for_ticks(browser: Any, url: str) -> tuple[Any, Any, list[str]]:
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     page = context.new_page()
     levers: list[str] = []
@@ -156,11 +167,10 @@ def slider_ticks(browser: Any, url: str) -> dict[str, Any]:
     page.wait_for_selector("#chart-pool[data-drawn]", state="attached", timeout=60_000)
     page.wait_for_selector("#chart-levers[data-drawn]", state="attached", timeout=60_000)
     levers.clear()
-    values = _util_values(page, WARMUP_TICKS + TICKS)
-    for value in values[:WARMUP_TICKS]:
-        page.evaluate(TICK_JS, ["f-util", value])
-    ticks = [page.evaluate(TICK_JS, ["f-util", value]) for value in values[WARMUP_TICKS:]]
-    tick_levers = len(levers)
+    return context, page, levers
+
+
+def _drag(page: Any, url: str) -> dict[str, Any]:
     drag_values = [f"{0.50 + k / 100:.2f}" for k in range(DRAG_EVENTS)]  # 0.50 → 0.79, step by step
     page.evaluate("() => { const e = document.getElementById('f-util'); e.value = '0.30'; "
                   "e.dispatchEvent(new Event('input', {bubbles: true})); }")
@@ -168,31 +178,55 @@ def slider_ticks(browser: Any, url: str) -> dict[str, Any]:
     page.wait_for_function("() => !document.getElementById('plan-form').classList.contains('htmx-request')")
     sent: list[str] = []
     page.on("request", lambda req: sent.append(req.url) if req.url.startswith(url + "/plan?") else None)
-    drag = {**page.evaluate(DRAG_JS, ["f-util", drag_values]), "requests": len(sent)}
-    context.close()
-    return {"ticks": ticks, "tick_levers": tick_levers, "drag": drag}
+    return {**page.evaluate(DRAG_JS, ["f-util", drag_values]), "requests": len(sent)}
 
 
-# Installed before any page script: the moment the pool chart is first drawn, from the page's clock.
+def slider_ticks(browser: Any, urls: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """The same ticks on every server's page, one tick each in turn (side by side, same load)."""
+    opened = {name: _open_for_ticks(browser, url) for name, url in urls.items()}
+    values = {name: _util_values(page, WARMUP_TICKS + TICKS) for name, (_, page, _) in opened.items()}
+    ticks: dict[str, list[dict[str, Any]]] = {name: [] for name in urls}
+    for k in range(WARMUP_TICKS + TICKS):
+        for name in (list(opened) if k % 2 == 0 else list(reversed(opened))):
+            tick = opened[name][1].evaluate(TICK_JS, ["f-util", values[name][k]])
+            if k >= WARMUP_TICKS:
+                ticks[name].append(tick)
+    out = {}
+    for name, (context, page, levers) in opened.items():
+        out[name] = {"ticks": ticks[name], "tick_levers": len(levers), "drag": _drag(page, urls[name])}
+        context.close()
+    return out
+
+
+# Installed before any page script: the moment the pool chart is first drawn, from the page's clock
+# (a server-drawn chart: the moment its element, drawn, is parsed).
 FIRST_CHART_INIT = """
 new MutationObserver((records, observer) => {
   const el = document.getElementById("chart-pool");
   if (el && el.hasAttribute("data-drawn")) { window.__firstChart = performance.now(); observer.disconnect(); }
-}).observe(document, {subtree: true, attributes: true, attributeFilter: ["data-drawn"]});
+}).observe(document, {subtree: true, childList: true, attributes: true, attributeFilter: ["data-drawn"]});
 """
 
 
-def first_loads(browser: Any, url: str) -> list[dict[str, Any]]:
-    loads = []
-    for _ in range(LOADS):
-        context = browser.new_context(viewport={"width": 1400, "height": 900})
-        context.add_init_script(FIRST_CHART_INIT)
-        page = context.new_page()
-        page.goto(url + FIRST_PAGE)
-        page.wait_for_selector("#chart-pool[data-drawn]", state="attached", timeout=60_000)
-        page.wait_for_function("() => window.__firstChart !== undefined", timeout=60_000)
-        loads.append({**page.evaluate(FIRST_LOAD_JS), "chart_drawn": page.evaluate("() => window.__firstChart")})
-        context.close()
+def _first_load(browser: Any, url: str) -> dict[str, Any]:
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    context.add_init_script(FIRST_CHART_INIT)
+    page = context.new_page()
+    page.goto(url + FIRST_PAGE)
+    page.wait_for_selector("#chart-pool[data-drawn]", state="attached", timeout=60_000)
+    page.wait_for_function("() => window.__firstChart !== undefined", timeout=60_000)
+    page.wait_for_selector("#chart-levers[data-drawn]", state="attached", timeout=60_000)
+    load = {**page.evaluate(FIRST_LOAD_JS), "chart_drawn": page.evaluate("() => window.__firstChart")}
+    context.close()
+    return load
+
+
+def first_loads(browser: Any, urls: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
+    """LOADS fresh-context loads per server, the servers in turn (which goes first alternates)."""
+    loads: dict[str, list[dict[str, Any]]] = {name: [] for name in urls}
+    for k in range(LOADS):
+        for name in (list(urls) if k % 2 == 0 else list(reversed(urls))):
+            loads[name].append(_first_load(browser, urls[name]))
     return loads
 
 
@@ -269,26 +303,76 @@ def _load_rows(loads: list[dict[str, Any]]) -> tuple[list[str], bool]:
     return rows, ok
 
 
-def report(measured: dict[str, Any], errors: list[str], load_before: str) -> tuple[str, bool]:
-    ok = not errors
-    load_part = tick_part = ""
-    if "loads" in measured:
-        rows, passed = _load_rows(measured["loads"])
+SUMMARY: tuple[tuple[str, str, Callable[[Any], float]], ...] = (  # (label, phase, one server's value)
+    ("first paint, median (ms)", "loads", lambda v: statistics.median(x["first_paint"] for x in v)),
+    ("DOM interactive, median (ms)", "loads", lambda v: statistics.median(x["dom_interactive"] for x in v)),
+    ("bytes before first paint, median (KB)", "loads",
+     lambda v: statistics.median(x["bytes_before_paint"] for x in v) / 1024),
+    ("first chart drawn, median (ms)", "loads", lambda v: statistics.median(x["chart_drawn"] for x in v)),
+    ("tick: input → numbers in the DOM, median (ms)", "slider",
+     lambda v: statistics.median(t["dom"] for t in v["ticks"])),
+    ("tick: input → chart repainted, median (ms)", "slider",
+     lambda v: statistics.median(t["painted"] for t in v["ticks"])),
+    ("tick: input → response received, median (ms)", "slider",
+     lambda v: statistics.median(t["response"] for t in v["ticks"] if t["response"] is not None)),
+    ("drag: last input → drawn and settled (ms)", "slider", lambda v: v["drag"]["settle"]),
+)
+
+
+def _summary(measured: dict[str, Any], names: list[str]) -> str:
+    """Before and after side by side: the same phase, the servers in turn, in one run."""
+    if len(names) < 2:
+        return ""
+    before, after = names[1], names[0]
+    rows = [f"| measure | {before} | {after} | {after} / {before} |", "| --- | ---: | ---: | ---: |"]
+    for label, phase, value in SUMMARY:
+        runs = measured.get(phase) or {}
+        if before in runs and after in runs:
+            b, a = value(runs[before]), value(runs[after])
+            rows.append(f"| {label} | {b:,.1f} | {a:,.1f} | {a / b:.2f} |" if b else f"| {label} | {b} | {a} | |")
+    return "\n".join(rows)
+
+
+def _variant(measured: dict[str, Any], name: str) -> tuple[str, bool]:
+    ok, load_part, tick_part, resources = True, "", "", ""
+    if name in measured.get("loads", {}):
+        rows, passed = _load_rows(measured["loads"][name])
         ok &= passed
         load_part = "\n".join(rows)
-    if "slider" in measured:
-        rows, passed = _tick_rows(measured["slider"])
+        resources = "\n".join(f"| `{res}` | {size:,} |" for res, size in measured["loads"][name][0]["resources"])
+        resources = ("\n#### First load, per resource (transferSize, first run)\n\n| resource | bytes |\n"
+                     f"| --- | ---: |\n{resources}\n")
+    if name in measured.get("slider", {}):
+        rows, passed = _tick_rows(measured["slider"][name])
         ok &= passed
         tick_part = "\n".join(rows)
-    resources = ""
-    if "loads" in measured:
-        resources = "\n".join(f"| `{name}` | {size:,} |" for name, size in measured["loads"][0]["resources"])
-        resources = ("\n### First load, per resource (transferSize, first run)\n\n| resource | bytes |\n"
-                     f"| --- | ---: |\n{resources}\n")
+    text = f"""### {name}
+
+#### First load
+
+| measure | result | target | ratio to target | |
+| --- | --- | --- | --- | --- |
+{load_part}
+
+#### Slider ticks
+
+| measure | result | target | ratio to target | |
+| --- | --- | --- | --- | --- |
+{tick_part}
+{resources}"""
+    return text, ok
+
+
+def report(measured: dict[str, Any], errors: list[str], load_before: str, names: list[str]) -> tuple[str, bool]:
+    parts = [_variant(measured, name) for name in names]
+    ok = not errors and bool(parts) and parts[0][1]  # the targets are this tree's (the first)
     problems = "".join(f"\n- ERROR: {e}" for e in errors)
+    summary = _summary(measured, names)
     text = f"""# Browser benchmark results
 
-Command: `.venv/bin/python bench/bench_browser.py` (each run rewrites this file; `--check` exits 1 on a miss).
+Command: `.venv/bin/python bench/bench_browser.py [--before REF]` (each run rewrites this file; `--check` exits 1
+on a miss of this tree's targets). `--before REF` (default `main`) also serves `git archive REF` from a temporary
+directory, and every phase runs on both servers in turn, in one run, under the same load.
 
 ## Machine
 
@@ -296,67 +380,92 @@ Command: `.venv/bin/python bench/bench_browser.py` (each run rewrites this file;
 - browser: headless Debian Chromium ({CHROMIUM}) through Playwright
 - load average (1, 5, 15 min) before / after the run: {load_before} / {load_average()} (other work shares this machine)
 
-## Results
-
-### First load
-
-| measure | result | target | ratio to target | |
-| --- | --- | --- | --- | --- |
-{load_part}
-
-### Slider ticks
-
-| measure | result | target | ratio to target | |
-| --- | --- | --- | --- | --- |
-{tick_part}
+## Side by side
 {problems}
+
+{summary}
 
 Page: `{FIRST_PAGE}`, served by uvicorn (one worker) on 127.0.0.1; times from `performance.now()` in
 the page. A tick sets the utilization slider and dispatches its input event; "numbers in the DOM" is the
-swapped-in fragment, "chart updated" the moment Plotly resolved on the preserved chart element, and
+fragment's chart figure version in the document, "chart updated" the moment the pool chart element on the page
+says it shows that version (`data-drawn`: plotly resolved, or the server-drawn SVG swapped in), and
 "repainted" the first frame after that. Every tick is a slider position the server has not computed
 before. Bytes are Resource Timing `transferSize` (headers + compressed body) of the page and every
 resource that finished before the first paint. The first loads run first, in fresh browser contexts.
-{resources}"""
+
+## Results
+
+{chr(10).join(text for text, _ in parts)}"""
     return text, ok
 
 
-def measure(measured: dict[str, Any], errors: list[str]) -> None:
+def _export(ref: str, into: Path) -> Path:
+    """`git archive ref` unpacked into a temporary directory (the tree as committed; no checkout)."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
+def _serve(root: Path, data: Path) -> tuple[str, subprocess.Popen[bytes]]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    server = start([sys.executable, "-c", f"from app.web.app import serve; serve('127.0.0.1', {port})"], url + "/")
-    try:
-        from playwright.sync_api import sync_playwright
+    env = {**os.environ, "KVLEDGER_DATA_DIR": str(data), "PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1"}
+    proc = subprocess.Popen([sys.executable, "-c", f"from app.web.app import serve; serve('127.0.0.1', {port})"],
+                            cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120  # start-up migrates the database: slow on a loaded machine
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/", timeout=1):
+                return url, proc
+        except OSError:
+            time.sleep(0.2)
+    proc.terminate()
+    raise RuntimeError(f"the server in {root} did not start within 120 s")
 
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            for name, phase in (("loads", first_loads), ("slider", slider_ticks)):
-                try:
-                    measured[name] = phase(browser, url)
-                except Exception as exc:  # recorded in the results; the run goes on
-                    errors.append(f"{name}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
-            browser.close()
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
+
+def measure(measured: dict[str, Any], errors: list[str], names: list[str], before: str | None) -> None:
+    with tempfile.TemporaryDirectory(prefix="bench-browser-") as tmp:
+        roots = {names[0]: ROOT}
+        if before:
+            Path(tmp, "before").mkdir()
+            roots[names[1]] = _export(before, Path(tmp) / "before")
+        servers = {name: _serve(root, Path(tmp) / f"data-{i}") for i, (name, root) in enumerate(roots.items())}
+        urls = {name: url for name, (url, _) in servers.items()}
+        try:
+            from playwright.sync_api import sync_playwright
+
+            with sync_playwright() as playwright:
+                browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+                for phase, run in (("loads", first_loads), ("slider", slider_ticks)):
+                    try:
+                        measured[phase] = run(browser, urls)
+                    except Exception as exc:  # recorded in the results; the run goes on
+                        errors.append(f"{phase}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+                browser.close()
+        finally:
+            for _, proc in servers.values():
+                proc.terminate()
+                proc.wait(timeout=10)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--no-write", action="store_true", help="print the report, do not write RESULTS-browser.md")
+    parser.add_argument("--before", default="main", help="a git ref measured side by side ('' for none)")
     args = parser.parse_args()
     load_before = load_average()
     measured: dict[str, Any] = {}
     errors: list[str] = []
+    names = ["after (this tree)"] + ([f"before ({args.before})"] if args.before else [])
     if not Path(CHROMIUM).exists():
         errors.append(f"{CHROMIUM} is not installed (apt-get install chromium): nothing measured")
     else:
         try:
-            measure(measured, errors)
+            measure(measured, errors, names, args.before or None)
         except Exception as exc:  # e.g. the server did not start: recorded
             errors.append(f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
-    text, ok = report(measured, errors, load_before)
+    text, ok = report(measured, errors, load_before, names)
     print(text)
     if not args.no_write:
         (ROOT / "bench" / "RESULTS-browser.md").write_text(text)
