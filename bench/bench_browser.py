@@ -248,7 +248,8 @@ def _pct(values: list[float], q: float) -> float:
 
 
 TICK_PHASES = (("sent", "request sent (htmx:beforeSend)"), ("response", "response received (XHR responseEnd)"),
-               ("dom", "numbers in the DOM (fragment swapped in)"), ("chart", "chart updated (Plotly resolved)"),
+               ("dom", "numbers in the DOM (fragment swapped in)"),
+               ("chart", "chart updated (data-drawn: plotly resolved, or the SVG patched in)"),
                ("painted", "chart repainted (the frame after)"))
 
 
