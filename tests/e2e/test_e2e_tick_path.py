@@ -198,3 +198,15 @@ def test_the_first_paint_waits_for_no_request_and_the_styles_apply(page: Any) ->
     style = "([selector, property]) => getComputedStyle(document.querySelector(selector))[property]"
     assert page.evaluate(style, [".topbar", "backgroundColor"]) == "rgb(22, 33, 62)"
     assert page.evaluate(style, [".pool-svg .budget", "strokeDasharray"]) != "none"
+
+
+def test_the_pool_chart_reads_without_javascript(browser: Any, server_url: str) -> None:
+    context = browser.new_context(java_script_enabled=False, base_url=server_url)
+    try:
+        page = context.new_page()
+        page.goto(PLAN)
+        assert page.locator("#chart-pool svg .seg").count() > 0
+        assert _drawn(page) == _expected(page.locator("#chart-pool-data").text_content() or "")
+        assert "needs JavaScript" not in (page.locator("#results").text_content() or "")  # nothing to apologise for
+    finally:
+        context.close()
