@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.core.errors import InputError
 from app.core.kvspec import RankKV, rank_kv, rank_kv_uniform
 from app.core.model_config import shape_from_config
-from app.schemas import PlanDocument
 from app.services.imported_runs import advice_notes, graphs_in_budget
 from app.services.rowless_ranks import fill_rowless, layout_notes
+
+if TYPE_CHECKING:  # imported where a plan is built: `kvledger import-log` (residuals only) needs no pydantic
+    from app.schemas import PlanDocument
 
 JSON = dict[str, Any]
 
@@ -189,6 +191,8 @@ def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) 
         version = run_version(run)
         if version is not None:
             data["vllm_version"] = version
+    from app.schemas import PlanDocument
+
     return PlanDocument.model_validate(data)
 
 

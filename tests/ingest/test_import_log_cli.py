@@ -77,3 +77,29 @@ def test_export_still_checks_and_shows_its_formats(capsys: pytest.CaptureFixture
         main(["export", "--help"])
     shown = " ".join(capsys.readouterr().out.split())
     assert f"one of: {', '.join(FORMATS)}" in shown
+
+
+@pytest.mark.parametrize("with_config", [False, True])
+def test_json_form_is_services_import_log(with_config: bool, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """The command runs import_log's two steps without importing services.imports: same output."""
+    from app.ingest.catalogue import get_model
+    from app.services.imports import import_log
+
+    path = LOGS / "14-v0102-qwen3-235b-a22b-fp8-8xl40s-tp8-ep.log"
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    config = get_model("Qwen3-235B-A22B-FP8").config_dict() if with_config else None
+    flags = []
+    if config is not None:
+        (tmp_path / "config.json").write_text(json.dumps(config))
+        flags = ["--config", str(tmp_path / "config.json")]
+    assert main(["import-log", str(path), "--json", *flags]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(import_log(text, config)))
+
+
+def test_import_log_imports_neither_pydantic_nor_the_planner() -> None:
+    code = (f"import sys, app.cli; app.cli.main(['import-log', {str(LOG)!r}]); "
+            "print(sorted(m for m in ('app.schemas', 'app.core.plan', 'pydantic', 'fastapi', 'sqlalchemy', 'plotly') "
+            "if m in sys.modules), file=sys.stderr)")
+    err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stderr
+    assert err.strip() == "[]"
