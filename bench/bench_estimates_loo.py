@@ -29,7 +29,7 @@ from estimate_cases import CASES, CONFIG_VARIANTS, LOGS, SKIPS, Case, P, real_lo
 from app.core.calibration import DEFAULT, Calibration, Observation, fit
 from app.core.checks import plan_checks
 from app.core.cudagraphs import graph_terms, max_capture_size
-from app.core.estimates import EstimateContext, estimate_ranks, mxfp4_backend_for
+from app.core.estimates import EstimateContext, attention_facts, estimate_ranks, mxfp4_backend_for
 from app.core.gpus import compute_capability, resolve_gpu
 from app.core.kvspec import pp_layer_split
 from app.core.ledger import Cell, RankInput
@@ -135,7 +135,7 @@ def context(case: Case, cal: Calibration) -> tuple[EstimateContext, int]:
         case.tp, case.pp, case.max_num_batched_tokens or mnbt, case.max_num_seqs or seqs, case.enforce_eager, rules,
         expert_parallel=case.expert_parallel, v1=v1, interconnect=case.interconnect,  # type: ignore[arg-type]
         vision=vision, calibration=cal, max_model_len=case.max_model_len,  # type: ignore[arg-type]
-        mxfp4_backend=mxfp4_backend_for(compute_capability(case.gpu)),
+        mxfp4_backend=mxfp4_backend_for(compute_capability(case.gpu)), capability=compute_capability(case.gpu),
     )  # fmt: skip
     return ctx, total
 
@@ -220,7 +220,8 @@ def graph_observation(
     sharded, unsharded = forward_per_token(shape, tp, ep, ctx.uses_v1)
     terms = graph_terms(ctx.rules.version, ctx.uses_v1, "auto", False, ctx.max_num_seqs,
                         ctx.max_num_batched_tokens, layers, sharded + unsharded, DEFAULT,
-                        max_capture_size(shape.architecture, ctx.rules.version))  # fmt: skip
+                        max_capture_size(shape.architecture, ctx.rules.version),
+                        attention_facts(shape, tp, ctx.capability))  # fmt: skip
     if terms.cuda_graphs == 0:
         return None
     return Observation("graph", max(0, logged - terms.pool_bytes) // terms.cuda_graphs, source)
@@ -370,7 +371,8 @@ def _graph_row(shape: ModelShape, ctx: EstimateContext, cal: Calibration) -> int
     sharded, unsharded = forward_per_token(shape, ctx.tp, ctx.expert_parallel, ctx.uses_v1)
     return graph_terms(ctx.rules.version, ctx.uses_v1, ctx.cudagraph_mode, ctx.enforce_eager, ctx.max_num_seqs,
                        ctx.max_num_batched_tokens, layers, sharded + unsharded, cal,
-                       max_capture_size(shape.architecture, ctx.rules.version)).total  # fmt: skip
+                       max_capture_size(shape.architecture, ctx.rules.version),
+                       attention_facts(shape, ctx.tp, ctx.capability)).total  # fmt: skip
 
 
 def graph_lines() -> list[JSON]:

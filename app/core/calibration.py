@@ -71,7 +71,7 @@ DEFAULT = Calibration(
     non_torch_whole=375809638,
     nccl_nvlink=2437393941,
     nccl_pcie=0,
-    graph_bytes=530017,
+    graph_bytes=418200,
     nccl_lazy_nvlink=1986422374,
 )
 

@@ -29,8 +29,9 @@ tensors are those of the largest capture (its intermediates are freed back into 
 reused by every smaller capture): `pool = largest size × the dummy forward's per-token peak`. On
 top, each instantiated CUDA graph holds driver memory of its own (kernel nodes, parameters), not
 shared: `Calibration.graph_bytes` per CUDA graph (fitted, see calibration). The logged pools put
-it at 0.34–1.28 MiB a V1 graph (v0.19 H100 logs 0.34–0.72, v0.10–0.11 0.55–0.73, the v0.19.1 A100 log
-1.28) and 6.94 MiB a V0 whole-model graph (file 41) (`GRAPH_BYTES_RANGE_MIB`); counting a FULL graph as one graph (file
+it at 0.34–1.28 MiB a V1 graph (once FA3's accumulators below are in the pool, the eleven v0.19 H100
+FA3 logs sit at 0.34–0.41; gpt-oss 0.72, v0.10–0.11 0.55–0.73, the v0.19.1 A100 log 1.28) and
+6.94 MiB a V0 whole-model graph (file 41) (`GRAPH_BYTES_RANGE_MIB`); counting a FULL graph as one graph (file
 18, 67 piecewise + 35 FULL sizes: 0.59 MiB a graph) rather than one per layer (which put file 18
 at +64 %) is the reading of the code above, checked on that one log.
 - Before v0.21 the row is what `capture_model` measured ("Graph capturing finished …, took X",
@@ -45,6 +46,19 @@ at +64 %) is the reading of the code above, checked on that one log.
   that size's graphs, `delta(second)` that size's graphs alone (its tensors reuse the pool). The
   open vLLM PR #51590 reports that the two-sample extrapolation can under-count the real capture;
   the row here counts every size's graphs at the fitted cost (the conservative side).
+FlashAttention 3's split-KV accumulators (FULL graphs on Hopper): with FULL CUDA graphs and FA3
+(`get_flash_attn_version() == 3` needs compute capability 9.x, vllm/v1/attention/backends/fa_utils.py
+@4dd49b06f), `FlashAttentionMetadataBuilder.__init__` fixes `max_num_splits =
+flash_attn_max_num_splits_for_cuda_graph` (32, vllm/config/attention.py; since PR #20301, `8acb4bade`,
+2025-07-01) so that the kernel's intermediate buffers `[num_splits, num_heads, num_tokens, head_size]`
+(fp32 out_accum, plus the fp32 softmax_lse_accum without head_size) are allocated during capture: at
+the largest FULL size they join the pool, beside the tensors the piecewise captures left (the v0.19
+DEBUG lines log a FULL first capture of 256 + 4 MiB for 32 heads × 128 at 512 tokens, 128 + 6 for 16
+heads, 224 + 4 for 28 heads; 4–8 MiB where FA3 is not the backend). FA3 is not the backend for
+fp32 (`supported_dtypes`), head sizes that are not a multiple of 8 or above 256 (`supports_head_size`),
+MLA, and mm-prefix models (`supports_mm_prefix` is False; `ModelConfig.is_mm_prefix_lm`,
+vllm/config/model.py: model_type gemma3, paligemma, …); gpt-oss's logs (35, 38) show no accumulator
+either (its backend is not derived here: the exception is taken from those two logs).
 Zero with enforce_eager or cudagraph_mode NONE.
 """
 
@@ -99,6 +113,43 @@ def resolved_mode(version: Version, v1: bool, mode: CudagraphMode, enforce_eager
     return "FULL_AND_PIECEWISE" if version >= (0, 11, 0) else "PIECEWISE"
 
 
+# AttentionConfig.flash_attn_max_num_splits_for_cuda_graph (vllm/config/attention.py @4dd49b06f).
+FA3_SPLITS_FOR_CUDA_GRAPH = 32
+# ModelConfig.is_mm_prefix_lm's model types (vllm/config/model.py @4dd49b06f): bidirectional mm spans.
+MM_PREFIX_LM_MODEL_TYPES = ("bagel", "gemma3", "molmo2", "paligemma", "umm")
+
+
+@dataclass(frozen=True)
+class AttentionFacts:
+    """What picks the FULL graphs' attention backend on one rank (see the module docstring)."""
+
+    capability: tuple[int, int] | None  # the card's compute capability; None: not known
+    dtype: str
+    head_dim: int
+    heads_per_rank: int
+    model_type: str | None = None
+    architecture: str | None = None
+    mla: bool = False
+
+
+def uses_fa3(facts: AttentionFacts, version: Version, v1: bool) -> bool:
+    """Whether FULL graphs run FlashAttention 3 with fixed splits (PR #20301, v0.10.0, on 9.x cards)."""
+    return (
+        v1 and version >= (0, 10, 0) and facts.capability is not None and facts.capability[0] == 9
+        and facts.dtype in ("float16", "bfloat16") and facts.head_dim % 8 == 0 and facts.head_dim <= 256
+        and not facts.mla and facts.model_type not in MM_PREFIX_LM_MODEL_TYPES
+        and facts.architecture != "GptOssForCausalLM"
+    )  # fmt: skip
+
+
+def fa3_split_accum_bytes(facts: AttentionFacts | None, version: Version, v1: bool, full_tokens: int) -> int:
+    """FA3's fp32 out_accum [splits, heads, tokens, head_dim] and softmax_lse_accum [splits, heads, tokens]
+    at the largest FULL capture size; 0 where FA3 is not the FULL graphs' backend."""
+    if facts is None or full_tokens == 0 or not uses_fa3(facts, version, v1):
+        return 0
+    return FA3_SPLITS_FOR_CUDA_GRAPH * facts.heads_per_rank * full_tokens * (facts.head_dim + 1) * 4
+
+
 MIB = 1024**2
 # Driver memory per CUDA graph that the logged pools imply (bench/bench_estimates_loo.py
 # `graph_observation`: files 14, 15, 18 and public/40); a test keeps it equal to the observations.
@@ -128,7 +179,7 @@ def _vllm_estimate(pool: dict[str, int], per_size: dict[str, int], counts: dict[
 def graph_terms(
     version: Version, v1: bool, mode: CudagraphMode, enforce_eager: bool, max_num_seqs: int,
     max_num_batched_tokens: int, layers_on_rank: int, forward_bytes_per_token: int, cal: Calibration,
-    max_size: int = 512,
+    max_size: int = 512, attention: AttentionFacts | None = None,
 ) -> GraphTerms:  # fmt: skip
     """The CUDA-graph row on one rank (see the module docstring)."""
     mode = resolved_mode(version, v1, mode, enforce_eager)
@@ -145,7 +196,11 @@ def graph_terms(
     c = cal.graph_bytes
     pool = {"PIECEWISE": max(sizes, default=0) * forward_bytes_per_token if piecewise else 0,
             "FULL": max(full_sizes, default=0) * forward_bytes_per_token}  # fmt: skip
-    largest = max(pool.values())
+    accum = fa3_split_accum_bytes(attention, version, v1, max(full_sizes, default=0))
+    # FULL captures after PIECEWISE into the same pool: they add the FA3 accumulators and what of
+    # their tensors the piecewise captures did not leave (module docstring).
+    pool["FULL"] = max(0, pool["FULL"] - pool["PIECEWISE"]) + accum if full else 0
+    largest = pool["PIECEWISE"] + pool["FULL"]
     counts = {"PIECEWISE": piecewise, "FULL": full}
     if version >= (0, 21, 0):
         total = _vllm_estimate(pool, {"PIECEWISE": pieces * c, "FULL": c}, counts)
@@ -156,5 +211,6 @@ def graph_terms(
     lo, hi = GRAPH_BYTES_RANGE_MIB
     note = (f"{mode}: {piecewise} piecewise sizes × {pieces} graphs + {full} full = {graphs:,} CUDA graphs × "
             f"{c / MIB:.2f} MiB (fitted; the logs imply {lo}–{hi}) + the largest size's ({max(sizes, default=0)}) "
-            f"tensors {largest / MIB:,.0f} MiB; {how}")  # fmt: skip
+            f"tensors {largest / MIB:,.0f} MiB"
+            + (f" (FA3 split accumulators {accum / MIB:,.0f} MiB)" if accum else "") + f"; {how}")  # fmt: skip
     return GraphTerms(mode, piecewise, full, pieces, graphs, largest, c, total, note)

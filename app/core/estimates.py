@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from app.core import weights
 from app.core.calibration import DEFAULT, Calibration
-from app.core.cudagraphs import CudagraphMode, GraphTerms, graph_terms, max_capture_size
+from app.core.cudagraphs import AttentionFacts, CudagraphMode, GraphTerms, graph_terms, max_capture_size
 from app.core.kvspec import pp_layer_split
 from app.core.ledger import Cell, RankInput
 from app.core.nontorch import Interconnect, non_torch_terms
@@ -58,6 +58,7 @@ class EstimateContext:
     calibration: Calibration = field(default=DEFAULT)
     max_model_len: int | None = None
     mxfp4_backend: str = "triton"  # see mxfp4_backend_for
+    capability: tuple[int, int] | None = None  # the card's compute capability (FA3 on 9.x: app.core.cudagraphs)
 
     @property
     def uses_v1(self) -> bool:
@@ -139,8 +140,14 @@ def cuda_graph_terms(shape: ModelShape, ctx: EstimateContext) -> GraphTerms:
     return graph_terms(
         ctx.rules.version, ctx.uses_v1, ctx.cudagraph_mode, ctx.enforce_eager, ctx.max_num_seqs,
         ctx.max_num_batched_tokens, layers, sharded + unsharded, ctx.calibration,
-        max_capture_size(shape.architecture, ctx.rules.version),
+        max_capture_size(shape.architecture, ctx.rules.version), attention_facts(shape, ctx.tp, ctx.capability),
     )  # fmt: skip
+
+
+def attention_facts(shape: ModelShape, tp: int, capability: tuple[int, int] | None) -> AttentionFacts:
+    """What picks the FULL graphs' attention backend (`get_num_attention_heads`: heads // TP)."""
+    return AttentionFacts(capability, shape.dtype, shape.head_dim, max(1, shape.num_attention_heads // tp),
+                          shape.model_type, shape.architecture, shape.mla_latent_dim is not None)  # fmt: skip
 
 
 def cuda_graph_bytes(shape: ModelShape, ctx: EstimateContext) -> int:

@@ -192,6 +192,7 @@ def estimate_context(
         vision=vision,
         max_model_len=engine.max_model_len,
         mxfp4_backend=mxfp4_backend_for(compute_capability(gpu_name)),
+        capability=compute_capability(gpu_name),
     )
 
 
