@@ -33,7 +33,8 @@ _WHY = {
     "embedding": "VocabParallelEmbedding: vocab padded to a multiple of 64, ÷ TP (first stage)",
     "lm_head": "ParallelLMHead: padded vocab ÷ TP (last stage; tied: the embedding itself, or its copy when PP > 1)",
     "attention": "QKVParallelLinear q/k/v (KV heads replicated when TP > KV heads), RowParallelLinear o_proj",
-    "mlp": "MergedColumnParallelLinear gate_up ÷ TP, RowParallelLinear down ÷ TP",
+    "mlp": "MergedColumnParallelLinear gate_up ÷ TP (ungated phi/GPT-J/GPT-NeoX/StarCoder2: ColumnParallelLinear up), "
+    "RowParallelLinear down ÷ TP",
     "experts": "FusedMoE w13/w2: intermediate ÷ (TP×DP), or whole experts ÷ (TP×DP) with expert parallelism",
     "shared_experts": "shared experts as a TP-sharded MLP",
     "router": "router gate (ReplicatedLinear): whole on every rank",

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 from app.core.hfconfig import HFConfig
 from app.core.mamba import DTYPE_BYTES, mixer_params
 from app.core.params import _ffn_sizes, _gated, _has_ffn, _moe_layer
+from app.core.weights_arch import PlainMLP, plain_mlp, rotary_factor
 from app.core.weights_builder import Builder
 from app.core.weights_mla import mla_tensors
 from app.core.weights_quant import MXFP4_BIAS, QuantPlan, quant_plan
@@ -62,6 +63,8 @@ def _attention(b: Builder, p: str) -> list[Tensor]:
     h, heads, kv, d = s.hidden_size, s.num_attention_heads, s.num_kv_heads, s.head_dim
     gate = 2 if s.model_type == "qwen3_next" else 1  # Qwen3-Next: q_proj also yields the output gate
     bias = bool(cfg.get("attention_bias", "qkv_bias", "bias")) or cfg.model_type() in ("qwen2", "qwen2_moe")
+    plain = plain_mlp(cfg, h)  # phi / GPT-J / GPT-NeoX / StarCoder2: their own bias rules (weights_arch)
+    bias = plain.qkv_bias if plain is not None else bias
     out = [
         b.t(f"{p}.self_attn.q_proj", "attention", heads * d * gate, h, "col", quant="linear"),
         b.t(f"{p}.self_attn.k_proj", "attention", kv * d, h, "kv", quant="linear", unit=d),
@@ -73,6 +76,8 @@ def _attention(b: Builder, p: str) -> list[Tensor]:
             b.t(f"{p}.self_attn.q_bias", "attention", heads * d, 1, "col"),
             b.t(f"{p}.self_attn.kv_bias", "attention", 2 * kv * d, 1, "kv", unit=2 * d),
         ]
+    if plain is not None and plain.o_bias:  # RowParallelLinear's bias: whole on each rank
+        out.append(b.t(f"{p}.self_attn.o_bias", "attention", h, 1, "rep"))
     if cfg.model_type() == "gpt_oss":  # o_proj bias (whole on each rank) and per-head sinks
         out += [
             b.t(f"{p}.self_attn.o_bias", "attention", h, 1, "rep"),
@@ -119,6 +124,9 @@ def _ffn(b: Builder, p: str, ffn: str) -> list[Tensor]:
     if ffn == "none":
         return []
     sizes, h, n_mat = _ffn_sizes(cfg, s), s.hidden_size, _gated(cfg)
+    plain = plain_mlp(cfg, h)
+    if ffn == "dense" and plain is not None:
+        return _plain_mlp(b, p, plain)
     if ffn == "dense":
         inter = sizes.dense // (n_mat * h)
         return [
@@ -162,7 +170,23 @@ def _ffn(b: Builder, p: str, ffn: str) -> list[Tensor]:
     return out
 
 
+def _plain_mlp(b: Builder, p: str, plain: PlainMLP) -> list[Tensor]:
+    """ColumnParallelLinear up (÷ TP, its bias too) and RowParallelLinear down (bias whole per rank)."""
+    h, inter = b.shape.hidden_size, plain.intermediate
+    out = [
+        b.t(f"{p}.mlp.up_proj", "mlp", inter, h, "col", quant="linear"),
+        b.t(f"{p}.mlp.down_proj", "mlp", h, inter, "row", quant="linear"),
+    ]
+    if plain.mlp_bias:
+        out += [b.t(f"{p}.mlp.up_bias", "mlp", inter, 1, "col"), b.t(f"{p}.mlp.down_bias", "mlp", h, 1, "rep")]
+    return out
+
+
 def _norms_per_layer(cfg: HFConfig) -> int:
+    """Hidden-size vectors of the layer's norms: RMSNorm one each, LayerNorm two (weight, bias)."""
+    plain = plain_mlp(cfg, 0)
+    if plain is not None:
+        return 2 * plain.layernorms
     return 4 if cfg.model_type().startswith(("gemma2", "gemma3")) else 2
 
 
@@ -264,9 +288,8 @@ def _rope_caches(b: Builder) -> list[Tensor]:
     if not s.attention_layers or cfg.get("position_embedding_type") in ("alibi", "absolute"):
         return []
     max_pos = s.max_position_embeddings or 0
-    factor = cfg.get("partial_rotary_factor")
     rope_dim = cfg.int_or_none("qk_rope_head_dim") if s.is_mla else None
-    rotary = rope_dim or int(s.head_dim * (float(factor) if isinstance(factor, int | float) else 1.0))
+    rotary = rope_dim or int(s.head_dim * rotary_factor(cfg, s.head_dim))  # get_rope: int(head × factor)
     if s.model_type in ("falcon_mamba", "mamba") or not max_pos or not rotary:
         return []
     rows = sum(rope_cache_rows(cfg, max_pos))  # weights_rope: rows per rope type, M-RoPE × 4
@@ -279,7 +302,10 @@ def edge_tensors(b: Builder) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...], tu
     vocab, h = s.vocab_size or 0, s.hidden_size
     embed = b.t("model.embed_tokens", "embedding", vocab, h, "vocab")
     head = b.t("lm_head", "lm_head", vocab, h, "vocab", quant="linear" if _lm_head_quantized(b) else "")
-    last = [b.t("model.norm", "norms", h, 1, "rep"), head]
+    plain = plain_mlp(b.cfg, h)
+    last = [b.t("model.norm", "norms", h * (2 if plain is not None else 1), 1, "rep"), head]  # LayerNorm: + bias
+    if plain is not None and plain.lm_head_bias:  # ParallelLMHead(bias=True): padded vocab ÷ TP
+        last.append(b.t("lm_head.bias", "lm_head", vocab, 1, "vocab"))
     _note_mtp(b)
     return (embed,), tuple(last), tuple(_rope_caches(b))
 
