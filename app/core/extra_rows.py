@@ -121,7 +121,7 @@ def _with_draft(
     spec = inp.speculative
     if spec is None:
         return ranks, extras
-    nbytes, note = draft_weight_bytes(inp.shape, spec, inp.tp)
+    nbytes, note = draft_weight_bytes(inp.shape, spec, inp.tp, inp.version, inp.max_num_batched_tokens)
     estimated = Cell(nbytes, "estimated", note)
     held = Cell(0, "derived", f"inside the measured weights ('Model loading took' includes the drafter); {note}")
     out = tuple(

@@ -31,7 +31,7 @@ from app.core.estimates import embedding_bytes
 from app.core.kvrank import RankKV
 from app.core.shape import ModelShape
 from app.core.weights import weights_per_rank
-from app.core.weights_tensor import Geometry, tensor_bytes
+from app.core.weights_tensor import Geometry, Version, tensor_bytes
 
 Method = Literal["eagle", "eagle3", "mtp", "draft_model", "ngram"]
 METHODS: tuple[str, ...] = ("eagle", "eagle3", "mtp", "draft_model", "ngram")
@@ -93,15 +93,21 @@ def check_speculative(spec: SpecSpec, target: ModelShape | None) -> None:
 
 
 @functools.lru_cache(maxsize=256)
-def draft_weight_bytes(target: ModelShape, spec: SpecSpec, tp: int) -> tuple[int, str]:
-    """(the draft's weight bytes on one rank, how they were counted)."""
+def draft_weight_bytes(
+    target: ModelShape, spec: SpecSpec, tp: int, version: Version | None = None, max_num_batched_tokens: int = 0
+) -> tuple[int, str]:
+    """(the draft's weight bytes on one rank, how they were counted), by the rules of the plan's vLLM
+    ``version`` (None: the newest) and its batched-token budget, as the target's weights are."""
     if spec.method == "ngram":
         return 0, "ngram: prompt lookup, no draft weights"
     if spec.method == "mtp":
-        return _mtp_bytes(target, tp)
+        return _mtp_bytes(target, tp, version)
     draft = spec.draft
     assert draft is not None
-    whole = weights_per_rank(draft, tp).nbytes if draft.weights is not None else draft.weight_bytes // tp
+    if draft.weights is not None:
+        whole = weights_per_rank(draft, tp, vllm_version=version, max_num_batched_tokens=max_num_batched_tokens).nbytes
+    else:
+        whole = draft.weight_bytes // tp
     if spec.method == "draft_model":
         return whole, f"draft model at TP {tp} (its own embedding and LM head)"
     embed = embedding_bytes(draft) // tp
@@ -118,10 +124,10 @@ def _dtype_bytes(shape: ModelShape) -> int:
     return 4 if shape.dtype == "float32" else 2
 
 
-def _mtp_bytes(target: ModelShape, tp: int) -> tuple[int, str]:
+def _mtp_bytes(target: ModelShape, tp: int, version: Version | None) -> tuple[int, str]:
     m = target.weights
     assert m is not None
-    g = Geometry(tp=tp)
+    g = Geometry(tp=tp, version=version)
     last = m.tensors.layers[m.tensors.layer_index[-1]]
     layer = sum(tensor_bytes(t, g) for t in last)
     h, b = target.hidden_size, m.tensors.first[0].dtype_bytes

@@ -275,9 +275,9 @@ def set_quantization(plan: PlanInput, method: str) -> WhatIf:
     if shape is None:
         raise InputError("whatif.quantization", "needs the model's config.json (or a catalogue model) to size weights")
     quantized = online_fp8_shape(shape)
-    layout = plan.layout
-    before = weights_per_stage(shape, layout.tp, layout.pp)
-    after = weights_per_stage(quantized, layout.tp, layout.pp)
+    layout, ctx = plan.layout, plan_estimate_context(plan)  # the plan's vLLM release rules and MXFP4 backend
+    before = weights_per_stage(shape, layout.tp, layout.pp, ctx.mxfp4_backend, ctx)
+    after = weights_per_stage(quantized, layout.tp, layout.pp, ctx.mxfp4_backend, ctx)
     note = f"weights at fp8 (--quantization fp8): linear and expert weights at one byte, {shape.dtype} elsewhere"
     room_note = "measured KV room moved by the weights fp8 frees (estimated)"
     ranks = []
