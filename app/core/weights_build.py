@@ -321,6 +321,19 @@ def _note_mtp(b: Builder) -> None:
         b.notes.append(f"{n} MTP layer(s) in the checkpoint not counted: vLLM loads them only for speculative decoding")
 
 
+def _gemma3_projector(b: Builder, w: int) -> list[Tensor]:
+    """Gemma-3's SigLIP tail and projector (models/gemma3_mm.py, siglip.py @4dd49b06f): the tower's
+    post_layernorm (LayerNorm, built when every encoder layer is: ``require_post_norm``), then
+    Gemma3MultiModalProjector's ``mm_input_projection_weight`` — an nn.Parameter of vision × text
+    hidden, so whole on every rank and never quantized — and its ``mm_soft_emb_norm`` (GemmaRMSNorm)."""
+    text = b.cfg.int_or_none("hidden_size") or w
+    return [
+        b.t("vision_tower.post_layernorm", "vision", 2 * w, 1, "rep"),
+        b.t("multi_modal_projector.mm_input_projection_weight", "vision", w, text, "rep"),
+        b.t("multi_modal_projector.mm_soft_emb_norm", "vision", w, 1, "rep"),
+    ]
+
+
 def vision_tensors(b: Builder) -> tuple[Tensor, ...]:
     vc = b.cfg.top.get("vision_config")
     if not isinstance(vc, Mapping):
@@ -347,10 +360,12 @@ def vision_tensors(b: Builder) -> tuple[Tensor, ...]:
         b.t(f"{blk}.mlp.linear_fc2", "vision", w, inter, "row", quant="linear", count=depth),
         b.t(f"{blk}.norms+biases", "vision", 6 * w, 1, "rep", count=depth),
         b.t("visual.patch_embed+pos_embed", "vision", chans * patch * patch + positions + 1, w, "rep"),
+    ]
+    out += _gemma3_projector(b, w) if b.cfg.top.get("model_type") == "gemma3" else [
         b.t("visual.merger.linear_fc1", "vision", merge, merge + 1, "col", quant="linear", count=mergers),
         b.t("visual.merger.linear_fc2", "vision", out_dim, merge + 1, "row", quant="linear", count=mergers),
         b.t("visual.merger.norm", "vision", 2 * merge, 1, "rep", count=mergers),
-    ]
+    ]  # fmt: skip
     if mergers > 1:
         # Qwen3VLForConditionalGeneration.__init__ (models/qwen3_vl.py, PR #24727 0f7acdd73 … @4dd49b06f):
         # one zeros(max_num_batched_tokens, text hidden) buffer per deepstack level, built on the GPU.

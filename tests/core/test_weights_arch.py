@@ -71,3 +71,25 @@ def test_a_gated_model_keeps_its_gate() -> None:
     layer = 2 * h + 4 * h * h + 3 * inter * h
     by_hand = 2 * (2 * layer + vocab * h + h + vocab * h + 32 * 16)
     assert weights_per_rank(weights_model(_tiny("llama"))).nbytes == by_hand
+
+
+def _gemma3_vision_by_hand(tp: int) -> int:
+    # siglip.py @4dd49b06f, Gemma-3's vision_config: width 1152, MLP 4304, 27 layers, 896 px / 14 px patches.
+    w, inter, depth, text = 1152, 4304, 27, 3840
+    block = (
+        (3 * w * w + 3 * w) // tp  # qkv_proj (QKVParallelLinear, bias)
+        + w * w // tp + w  # out_proj: row-parallel, bias whole
+        + (inter * w + inter) // tp  # fc1 (column-parallel, bias)
+        + w * inter // tp + w  # fc2: row-parallel, bias whole
+        + 4 * w  # layer_norm1, layer_norm2 (LayerNorm: weight + bias)
+    )  # fmt: skip
+    embeddings = 3 * 14 * 14 * w + w + (896 // 14) ** 2 * w  # patch Conv2d (+ bias), position embedding
+    tail = 2 * w + w * text + w  # post_layernorm; projector weight (nn.Parameter: whole) + mm_soft_emb_norm
+    return 2 * (depth * block + embeddings + tail)
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_gemma3_vision_tower_and_projector_by_hand(tp: int) -> None:
+    model = weights_model(get_model("gemma-3-12b-it").config_dict())
+    groups = {g.group: g.nbytes for g in weights_per_rank(model, tp, vllm_version=(0, 19, 0)).groups}
+    assert groups["vision"] == _gemma3_vision_by_hand(tp)
