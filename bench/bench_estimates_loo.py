@@ -175,10 +175,7 @@ def _warmup(case: Case, plan: PlanInput, ranks: tuple[RankInput, ...]) -> int:
     checks = [c for c in plan_checks(compute(replace(plan, ranks=ranks))) if c["check"] == "sampler_warmup"]
     if not checks:
         return 0
-    worst = 1
-    for c in checks:
-        worst = max(worst, 1 if c["ok"] else 3 if "runs out of memory" in c["reason"] else 2)
-    return worst
+    return max(WARMUP_STATES.index(str(c["state"])) for c in checks)
 
 
 def observations(case: Case) -> list[Observation]:
