@@ -18,11 +18,12 @@ from app.core.calibration import DEFAULT
 # change that makes the model worse on runs it was not fitted to fails here, while one more real
 # log (which moves a median of a dozen runs by about half a point) does not by itself.
 LOO_MEDIAN_THRESHOLD = 0.03
-# The worst-case target (≤ 15 %) over the runs that state their inputs, with the weights they log
-# (RESULTS-estimates.md: 13.5 %, public/28); the estimated-weights worst (file 18, 18.4 %) is not met.
+# The worst-case target (≤ 15 %) over the runs that state their inputs, with the weights they log and with
+# estimated weights (RESULTS-estimates.md: 13.5 %, public/28, both ways; file 18 was 18.4 % estimated).
 LOO_WORST_THRESHOLD = 0.15
-# Start-up failures predicted over every case (bench/RESULTS-estimates.md): 7 of 8; public/43 (Qwen2.5-72B GPTQ on
-# v0.6.4.post1) is missed: 4.09 GiB of whole-device non-torch memory the model does not count.
+# Start-up failures predicted to fail before KV sizing ends (bench/RESULTS-estimates.md counts the sampler warm-up's
+# "at risk" too); public/43 (Qwen2.5-72B GPTQ on v0.6.4.post1) is missed: 4.09 GiB of whole-device non-torch memory
+# the model does not count.
 FAILURES_PREDICTED = 7
 
 
@@ -53,8 +54,9 @@ def test_default_calibration_is_the_in_sample_fit() -> None:
 
 
 def test_loo_worst_on_runs_that_state_their_inputs() -> None:
-    s = summary(evaluate("measured"))
-    assert s["loo_worst"] is not None and float(s["loo_worst"]) <= LOO_WORST_THRESHOLD, s  # type: ignore[arg-type]
+    for mode in ("measured", "estimated"):
+        s = summary(evaluate(mode))
+        assert s["loo_worst"] is not None and float(s["loo_worst"]) <= LOO_WORST_THRESHOLD, (mode, s)  # type: ignore[arg-type]
 
 
 def test_cases_with_inputs_not_stated_are_scored_apart() -> None:
