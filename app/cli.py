@@ -477,8 +477,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
+    from app.services.memo import PlanMemo, using  # stdlib-only: import-log stays light
+
     try:
-        return func(args)
+        with using(PlanMemo()):  # one command's pure sub-results reused across its plans (size: ~3x)
+            return func(args)
     except InputError as exc:
         print(f"kvledger: error: {exc.field or 'input'}: {exc.message}", file=sys.stderr)
     except CliError as exc:

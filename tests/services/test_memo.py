@@ -85,3 +85,30 @@ def test_each_app_fills_its_own_memo_from_its_requests() -> None:
     assert len(one.state.plan_cache.memo) > filled
     assert len(two.state.plan_cache.memo) == 0
     assert CURRENT.get() is None  # nothing leaked into the test's own context
+
+
+
+def test_a_cli_command_runs_inside_one_memo_and_leaves_none_behind(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `kvledger size` tries many layouts of one model: its sub-results are reused within the command
+    from app import cli
+    from app.services import sizing
+
+    seen: list[PlanMemo | None] = []
+    real = sizing.run_size
+
+    def spy(doc: Any) -> Any:
+        seen.append(CURRENT.get())
+        return real(doc)
+
+    path = tmp_path / "size.json"
+    path.write_text('{"model": {"catalogue": "llama-3.1-8b"}, "target": {"max_model_len": 8192}}')
+    monkeypatch.setattr(sizing, "run_size", spy)
+    status = cli.main(["size", str(path)])
+    through_memo = capsys.readouterr().out
+    memo = seen[0]
+    assert len(seen) == 1 and isinstance(memo, PlanMemo) and len(memo) > 0
+    assert CURRENT.get() is None
+    assert cli.main(["size", str(path)]) == status  # the next command: a new, cold memo, the same answer
+    assert CURRENT.get() is None and seen[1] is not memo and capsys.readouterr().out == through_memo
