@@ -26,6 +26,10 @@ FIELDS = (
     "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
     "linear_conv_kernel_dim", "full_attention_interval", "attention_chunk_size", "interleave_moe_layer_step",
     "intermediate_size_mlp",
+    # GPT-2 / GPTBigCode / OPT / Falcon decoders (app.core.weights_arch)
+    "n_positions", "n_embd", "n_layer", "n_head", "n_inner", "multi_query", "ffn_dim", "enable_bias",
+    "do_layer_norm_before", "_remove_final_layer_norm", "word_embed_proj_dim", "new_decoder_architecture",
+    "parallel_attn", "bias", "num_ln_in_parallel_attn", "alibi", "num_kv_heads", "ffn_hidden_size",
 )  # fmt: skip
 
 

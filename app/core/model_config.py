@@ -9,7 +9,8 @@ their nested ``text_config``. Every fallback taken is recorded in ``notes``.
 vLLM is the spec (upstream @52a31ccec unless a line says otherwise):
 - KV heads: ``vllm/config/model.py`` ``get_total_num_kv_heads``: the first of ``n_head_kv``,
   ``num_kv_heads``, ``num_key_value_heads``, ``multi_query_group_num``, ``num_attention_groups``,
-  else ``num_attention_heads``; Falcon ``multi_query`` without ``new_decoder_architecture`` → 1.
+  else ``num_attention_heads``; Falcon ``multi_query`` without ``new_decoder_architecture`` → 1;
+  GPTBigCode ``multi_query`` (its class default) → 1 (``GPTBigCodeAttention``, gpt_bigcode.py @4dd49b06f).
 - Head size: ``model_arch_config_convertor.py:48``: MLA → ``kv_lora_rank + qk_rope_head_dim``;
   else ``head_dim``, ``hidden_size_per_head``, ``hidden_size // num_attention_heads``.
 - dtype "auto": ``vllm/config/model.py`` ``_resolve_auto_dtype``: a float32 config is loaded as
@@ -58,6 +59,8 @@ def _kv_heads(cfg: HFConfig, heads: int, notes: list[str]) -> int:
     mt = cfg.model_type()
     falcon = mt in ("falcon", "RefinedWeb", "RefinedWebModel") and not cfg.get("new_decoder_architecture")
     if falcon and cfg.get("multi_query"):
+        return 1
+    if mt == "gpt_bigcode" and cfg.get("multi_query"):  # gpt_bigcode.py GPTBigCodeAttention: one KV head
         return 1
     value = cfg.int_or_none(
         "n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num", "num_attention_groups"
@@ -127,7 +130,7 @@ def shape_from_config(
         model_type=_str(config.get("model_type")) or cfg.model_type() or None,
         num_layers=num_layers, num_attention_heads=heads, num_kv_heads=kv_heads,
         head_dim=head_dim, head_dim_v=head_dim, hidden_size=hidden,
-        intermediate_size=cfg.int_or_none("intermediate_size", "ffn_hidden_size", "n_inner"),
+        intermediate_size=cfg.int_or_none("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim"),
         vocab_size=cfg.int_or_none("vocab_size", "padded_vocab_size"),
         max_position_embeddings=cfg.int_or_none("max_position_embeddings", "n_positions", "seq_length"),
         tie_word_embeddings=_tied(cfg, notes), dtype=dtype, layer_kinds=kinds,

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from app.core.hfconfig import HFConfig
 from app.core.mamba import DTYPE_BYTES, mixer_params
 from app.core.shape import ModelShape
+from app.core.weights_arch import plain_mlp
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,8 @@ def _mla(cfg: HFConfig, shape: ModelShape) -> int:
 
 
 def _gated(cfg: HFConfig) -> int:
+    if plain_mlp(cfg, 0) is not None:  # phi / GPT-J / GPT-NeoX / StarCoder2 / GPT-2 / OPT / Falcon: up + down
+        return 2
     default = "relu2" if cfg.model_type().startswith("nemotron_h") else "silu"
     act = str(cfg.get("mlp_hidden_act", "hidden_act") or default)
     return 2 if act == "relu2" else 3  # gated (SwiGLU/GeGLU) unless squared-ReLU (Nemotron-H)
@@ -99,7 +102,8 @@ class _FFN:
 def _ffn_sizes(cfg: HFConfig, shape: ModelShape) -> _FFN:
     h, n_mat = shape.hidden_size, _gated(cfg)
     inter = shape.intermediate_size or 4 * h
-    dense_inter = cfg.int_or_none("intermediate_size_mlp") or inter
+    plain = plain_mlp(cfg, h)
+    dense_inter = plain.intermediate if plain is not None else cfg.int_or_none("intermediate_size_mlp") or inter
     experts = shape.num_experts or 0
     expert_inter = shape.moe_intermediate_size or inter
     shared_inter = cfg.int_or_none("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size") or 0

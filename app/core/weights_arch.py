@@ -7,8 +7,10 @@ projection instead, with biases and LayerNorms (weight + bias) where their vLLM 
 Each rule cites its class at v0.19.0 (vllm/model_executor/models/<file>.py @4dd49b06f). Biases of
 ColumnParallelLinear / RowParallelLinear default to ``bias=True`` (layers/linear.py).
 
-Not covered here (their classes differ in more than the MLP: learned position embeddings, fused
-MQA heads, parallel-attention norm variants): gpt2, gpt_bigcode, opt, falcon.
+GPT-2, GPTBigCode and OPT also learn absolute position embeddings (an ``nn.Embedding`` replicated
+on every rank, no rotary cache); OPT may embed in a narrower ``word_embed_proj_dim`` with replicated
+project_in / project_out linears; Falcon's LayerNorm count follows ``parallel_attn`` and
+``num_ln_in_parallel_attn``, and alibi replaces its rotary cache.
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ class PlainMLP:
     mlp_bias: bool
     layernorms: int  # LayerNorms (weight + bias) per decoder layer
     lm_head_bias: bool
+    positions: int = 0  # rows of a learned absolute position embedding (replicated), 0 when none
+    embed_width: int = 0  # width of the token embedding / lm_head when it is not hidden_size (OPT)
+    final_norm: bool = True  # the decoder's final LayerNorm exists
+    rope: bool = True  # the attention keeps a rotary cos/sin cache
 
 
 def _flag(cfg: HFConfig, key: str, default: bool) -> bool:
@@ -39,6 +45,11 @@ def plain_mlp(cfg: HFConfig, hidden: int) -> PlainMLP | None:
     """The ungated layout of this config's architecture, or None for a gated (Llama-style) MLP."""
     mt = cfg.model_type()
     n_inner = cfg.int_or_none("n_inner") or 4 * hidden
+    learned = _learned_positions(cfg, mt, n_inner)
+    if learned is not None:
+        return learned
+    if mt in FALCON:
+        return _falcon(cfg, hidden)
     if mt == "phi":
         # phi.py: PhiAttention qkv_proj QKVParallelLinear(bias=True), dense RowParallelLinear (bias default);
         # PhiMLP fc1/fc2 of n_inner (default 4 × hidden) with biases; PhiLayer one input_layernorm
@@ -61,6 +72,50 @@ def plain_mlp(cfg: HFConfig, hidden: int) -> PlainMLP | None:
         bias = _flag(cfg, "use_bias", True)
         return PlainMLP(inter, bias, bias, bias, 2, False)
     return None
+
+
+FALCON = ("falcon", "RefinedWeb", "RefinedWebModel")  # vllm/config/model.py maps all three to FalconForCausalLM
+
+
+def _learned_positions(cfg: HFConfig, mt: str, n_inner: int) -> PlainMLP | None:
+    """GPT-2, GPTBigCode and OPT: biased linears, two LayerNorms a layer, learned positions, tied head."""
+    max_pos = cfg.int_or_none("max_position_embeddings", "n_positions") or 0
+    if mt in ("gpt2", "gpt_bigcode"):
+        # gpt2.py / gpt_bigcode.py @4dd49b06f: c_attn QKVParallelLinear(bias=True) (GPTBigCode with
+        # one KV head when multi_query), c_proj RowParallelLinear(bias=True); MLP c_fc / c_proj of
+        # n_inner (default 4 × hidden) with biases; ln_1, ln_2; wte VocabParallelEmbedding and
+        # wpe nn.Embedding(max_position_embeddings, hidden) whole on every rank; ln_f; the lm_head
+        # ParallelLMHead (bias=False) tied to wte.
+        return PlainMLP(n_inner, True, True, True, 2, False, positions=max_pos, rope=False)
+    if mt == "opt":
+        # opt.py @4dd49b06f: q/k/v/out_proj and fc1/fc2 (ffn_dim) biased by enable_bias;
+        # self_attn_layer_norm + final_layer_norm per layer; OPTLearnedPositionalEmbedding
+        # (max_position_embeddings + 2 offset rows, whole per rank); embed_tokens of
+        # word_embed_proj_dim with ReplicatedLinear project_in / project_out (bias=False) when it
+        # differs from hidden_size; the decoder's final_layer_norm only when do_layer_norm_before and
+        # not _remove_final_layer_norm.
+        bias = _flag(cfg, "enable_bias", True)
+        width = cfg.int_or_none("word_embed_proj_dim") or 0
+        final = _flag(cfg, "do_layer_norm_before", True) and not _flag(cfg, "_remove_final_layer_norm", False)
+        ffn = cfg.int_or_none("ffn_dim") or n_inner
+        return PlainMLP(ffn, bias, bias, bias, 2, False, positions=max_pos + 2, embed_width=width,
+                        final_norm=final, rope=False)  # fmt: skip
+    return None
+
+
+def _falcon(cfg: HFConfig, hidden: int) -> PlainMLP:
+    """falcon.py @4dd49b06f: query_key_value / dense / dense_h_to_4h / dense_4h_to_h biased by ``bias``
+    (default False); the MLP is 4 × hidden whatever ffn_hidden_size says (FalconMLP); LayerNorms:
+    input + post_attention without parallel_attn, ln_attn + ln_mlp when num_ln_in_parallel_attn is 2
+    (the default under new_decoder_architecture), else one input_layernorm; ln_f; rotary unless alibi;
+    word_embeddings, lm_head tied by default (FalconForCausalLM: tie_word_embeddings None → True)."""
+    bias = _flag(cfg, "bias", False)
+    parallel = _flag(cfg, "parallel_attn", True)
+    n_ln = cfg.int_or_none("num_ln_in_parallel_attn")
+    if n_ln is None and _flag(cfg, "new_decoder_architecture", False):
+        n_ln = 2
+    norms = 2 if not parallel or n_ln == 2 else 1
+    return PlainMLP(4 * hidden, bias, bias, bias, norms, False, rope=not _flag(cfg, "alibi", False))
 
 
 def rotary_factor(cfg: HFConfig, head_dim: int) -> float:

@@ -287,6 +287,9 @@ def _rope_caches(b: Builder) -> list[Tensor]:
     cfg, s = b.cfg, b.shape
     if not s.attention_layers or cfg.get("position_embedding_type") in ("alibi", "absolute"):
         return []
+    plain = plain_mlp(cfg, s.hidden_size)
+    if plain is not None and not plain.rope:  # learned positions (GPT-2, OPT) or alibi (Falcon-RW)
+        return []
     max_pos = s.max_position_embeddings or 0
     rope_dim = cfg.int_or_none("qk_rope_head_dim") if s.is_mla else None
     rotary = rope_dim or int(s.head_dim * rotary_factor(cfg, s.head_dim))  # get_rope: int(head × factor)
@@ -300,14 +303,22 @@ def edge_tensors(b: Builder) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...], tu
     """(first-stage, last-stage, every-stage) tensors."""
     s = b.shape
     vocab, h = s.vocab_size or 0, s.hidden_size
-    embed = b.t("model.embed_tokens", "embedding", vocab, h, "vocab")
-    head = b.t("lm_head", "lm_head", vocab, h, "vocab", quant="linear" if _lm_head_quantized(b) else "")
     plain = plain_mlp(b.cfg, h)
-    last = [b.t("model.norm", "norms", h * (2 if plain is not None else 1), 1, "rep"), head]  # LayerNorm: + bias
+    width = (plain.embed_width if plain is not None else 0) or h  # OPT: word_embed_proj_dim
+    first = [b.t("model.embed_tokens", "embedding", vocab, width, "vocab")]
+    head = b.t("lm_head", "lm_head", vocab, width, "vocab", quant="linear" if _lm_head_quantized(b) else "")
+    last = [head]
+    if plain is None or plain.final_norm:  # LayerNorm: + bias
+        last.insert(0, b.t("model.norm", "norms", h * (2 if plain is not None else 1), 1, "rep"))
     if plain is not None and plain.lm_head_bias:  # ParallelLMHead(bias=True): padded vocab ÷ TP
         last.append(b.t("lm_head.bias", "lm_head", vocab, 1, "vocab"))
+    if plain is not None and plain.positions:  # nn.Embedding of learned positions: whole per rank
+        first.append(b.t("model.embed_positions", "embedding", plain.positions, h, "rep"))
+    every = _rope_caches(b)
+    if width != h:  # OPTDecoder: ReplicatedLinear project_in and project_out on every stage
+        every.append(b.t("model.project_in+project_out", "embedding", 2 * width, h, "rep"))
     _note_mtp(b)
-    return (embed,), tuple(last), tuple(_rope_caches(b))
+    return tuple(first), tuple(last), tuple(every)
 
 
 def _lm_head_quantized(b: Builder) -> bool:
