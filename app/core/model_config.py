@@ -30,6 +30,7 @@ from app.core.hfconfig import HFConfig
 from app.core.layers import ATTENTION_KINDS, LayerKind, layer_kinds, state_geometry
 from app.core.params import estimate_params
 from app.core.shape import ModelShape
+from app.core.weights_arch import plain_mlp
 from app.core.weights_build import build_weights_model
 from app.core.weights_tensor import Geometry, rank_group_bytes
 
@@ -153,7 +154,7 @@ def shape_from_config(
     return replace(
         shape, params_total=est.total, params_active=est.active, notes=tuple(notes),
         weight_bytes=sum(rank_group_bytes(weights, Geometry()).values()), quantizable_params=est.linear + est.experts,
-        index_total_bytes=weights.index_total_bytes, weights=weights,
+        index_total_bytes=weights.index_total_bytes, weights=weights, gated_mlp=plain_mlp(cfg, hidden) is None,
     )  # fmt: skip
 
 

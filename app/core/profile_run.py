@@ -102,6 +102,8 @@ def mlp_elems_per_token(shape: ModelShape, tp: int, ep: bool = False, v1: bool =
         k = shape.num_experts_per_tok
         return k * (max(2 * n, h) + n), 3 * h + shape.num_experts + eager
     inter = shape.intermediate_size or 4 * h
+    if not shape.gated_mlp:  # up (I/TP) alive while the activation writes its I/TP (phi.py PhiMLP, opt.py …)
+        return 2 * inter // tp, 2 * h + eager
     return 3 * inter // tp, 2 * h + eager
 
 

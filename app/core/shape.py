@@ -53,6 +53,7 @@ class ModelShape:
     quantizable_params: int = 0  # decoder linear and expert parameters (what vLLM's fp8 method quantizes)
     online_quantization: str | None = None  # "fp8": weights as `--quantization fp8` leaves them
     index_total_bytes: int | None = None  # the checkpoint's safetensors metadata.total_size, when given
+    gated_mlp: bool = True  # dense MLP is gate_up + down (Llama); False: up + down (weights_arch.plain_mlp)
     # Tensor table for per-rank weights (app.core.weights); derived from the config, so not compared.
     weights: WeightsModel | None = field(default=None, compare=False, repr=False)
 

@@ -4,10 +4,13 @@ sizes and by hand from their vLLM classes (vllm/model_executor/models/{gpt2,gpt_
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from app.core.kvspec import kv_bytes_per_token_at
 from app.core.model_config import shape_from_config
+from app.core.profile_run import mlp_elems_per_token
 from app.core.weights import weights_per_rank
 from app.core.weights_tensor import WeightsModel, checkpoint_bytes
 
@@ -121,3 +124,14 @@ def test_more_tp_never_raises_these_per_rank_weights() -> None:
         model = shape_from_config(config)
         sizes = [weights_per_rank(model, tp, vllm_version=(0, 19, 0)).nbytes for tp in (1, 2, 4)]
         assert sizes == sorted(sizes, reverse=True)
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_the_profile_run_sees_an_ungated_mlp_as_up_plus_activation(tp: int) -> None:
+    # An ungated MLP (up → activation → down) holds the up projection's I/TP while the activation
+    # writes its I/TP: 2 × I/TP per token, where the gated gate_up (2 × I/TP) + SiluAndMul is 3 × I/TP.
+    opt = shape_from_config(_opt(768, 12, 12, 3072, 768, True))
+    assert not opt.gated_mlp and opt.intermediate_size == 3072
+    assert mlp_elems_per_token(opt, tp) == (2 * 3072 // tp, 2 * 768)
+    llama = replace(opt, gated_mlp=True)
+    assert mlp_elems_per_token(llama, tp) == (3 * 3072 // tp, 2 * 768)
