@@ -92,6 +92,10 @@ class Engine:
     # True when no document or log stated max_model_len and the model's default was taken
     # (vLLM's own default: max_position_embeddings, vllm/config/model.py get_and_verify_max_len)
     max_model_len_assumed: bool = False
+    # True when vLLM's defaults for the card were taken (versions.card_scheduler_defaults): another
+    # card re-picks them (a ≥ 70 GiB card other than an A100 gets 8192 tokens and 1024 sequences)
+    max_num_batched_tokens_assumed: bool = False
+    max_num_seqs_assumed: bool = False
 
 
 @dataclass(frozen=True)

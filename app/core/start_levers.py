@@ -26,6 +26,7 @@ from app.core.estimates import estimate_ranks
 from app.core.gpus import PRESETS
 from app.core.plan import PlanInput, PlanResult, compute, plan_estimate_context
 from app.core.units import fmt_bytes
+from app.core.versions import card_scheduler_defaults
 from app.core.whatif import Lever, set_engine, set_quantization, set_tp
 
 _PP_TRIED = (2, 3, 4, 6, 8, 16)
@@ -52,9 +53,13 @@ def _estimated(plan: PlanInput) -> bool:
 
 
 def _reestimated(
-    plan: PlanInput, *, tp: int | None = None, pp: int | None = None, total: int | None = None
+    plan: PlanInput, *, tp: int | None = None, pp: int | None = None, total: int | None = None,
+    gpu_name: str | None = None,
 ) -> PlanInput:
-    """The plan with its rows estimated afresh at another TP, PP or GPU total."""
+    """The plan with its rows estimated afresh at another TP, PP or card (its total and its name: the
+    name picks what depends on the card, e.g. the MXFP4 weight layout by compute capability)."""
+    if gpu_name is not None:
+        plan = _on_card(plan, total, gpu_name)
     shape = plan.model.shape
     first = plan.ranks[0]
     if shape is None or first.total is None:
@@ -65,6 +70,19 @@ def _reestimated(
     # One engine: the replicas of an estimate are identical, so one gives every replica's result.
     ranks = estimate_ranks(shape, ctx, total or first.total.bytes, free)
     return replace(plan, layout=layout, ranks=ranks, gpu_total_bytes=total or plan.gpu_total_bytes)
+
+
+def _on_card(plan: PlanInput, total: int | None, gpu_name: str) -> PlanInput:
+    """The plan on another card: its name, and the scheduler defaults vLLM picks for that card where
+    the plan took the defaults (max_num_batched_tokens, max_num_seqs: they size the profile run)."""
+    e = plan.engine
+    mnbt, seqs, _ = card_scheduler_defaults(plan.vllm_version, total or plan.gpu_total_bytes, gpu_name, e.max_model_len)
+    engine = replace(
+        e,
+        max_num_batched_tokens=mnbt if e.max_num_batched_tokens_assumed else e.max_num_batched_tokens,
+        max_num_seqs=seqs if e.max_num_seqs_assumed else e.max_num_seqs,
+    )
+    return replace(plan, gpu_name=gpu_name, engine=engine)
 
 
 Trial = tuple[str, Sets, Callable[[], PlanInput]]
@@ -150,7 +168,8 @@ def _larger_card(plan: PlanInput, before: int) -> list[StartLever]:
     bigger = sorted((p for p in PRESETS if p.total_bytes > current), key=lambda p: p.total_bytes)
     return _first_start("gpu", [
         (f"a larger card: {p.name} ({fmt_bytes(p.total_bytes)} for vLLM, was {fmt_bytes(current)})",
-         (("gpu.total", p.total_bytes),), partial(_reestimated, plan, total=p.total_bytes))
+         (("gpu.total", p.total_bytes), ("gpu.name", p.name)),
+         partial(_reestimated, plan, total=p.total_bytes, gpu_name=p.name))
         for p in bigger
     ], before)
 

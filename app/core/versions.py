@@ -125,6 +125,15 @@ def check_block_size(block_size: int, version_text: str | None, attention: bool 
         )
 
 
+def card_scheduler_defaults(
+    version_text: str | None, gpu_total_bytes: int | None, gpu_name: str | None, max_model_len: int
+) -> tuple[int, int, str]:
+    """`scheduler_defaults` for a version as a plan states it (V1 from v0.8.0, `rules_for`): the one
+    place a plan's and a lever's card pick vLLM's max_num_batched_tokens / max_num_seqs defaults."""
+    version = rules_for(version_text).version
+    return scheduler_defaults(version, version >= (0, 8, 0), gpu_total_bytes, gpu_name, max_model_len)
+
+
 def scheduler_defaults(
     version: Version, v1: bool, gpu_total_bytes: int | None, gpu_name: str | None, max_model_len: int,
     chunked_prefill: bool | None = None,

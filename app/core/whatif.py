@@ -45,6 +45,10 @@ def set_engine(plan: PlanInput, **changes: object) -> WhatIf:
     engine = replace(plan.engine, **changes)  # type: ignore[arg-type]
     if "max_model_len" in changes:  # a stated length replaces the assumed default
         engine = replace(engine, max_model_len_assumed=False)
+    if "max_num_batched_tokens" in changes:  # likewise the scheduler's (start_levers._on_card keeps them)
+        engine = replace(engine, max_num_batched_tokens_assumed=False)
+    if "max_num_seqs" in changes:
+        engine = replace(engine, max_num_seqs_assumed=False)
     changed = tuple(f"engine.{k}" for k in sorted(changes))
     new_plan = replace(plan, engine=engine)
     if "gpu_memory_utilization" in changes:

@@ -15,7 +15,7 @@ from app.core.gpus import find_preset
 from app.core.lora import LoraSpec, check_lora
 from app.core.nontorch import Interconnect
 from app.core.plan import Engine, Layout, ModelInput, PlanInput, Policy, check_rank_count, with_columns
-from app.core.versions import CURRENT_VLLM, check_block_size, rules_for, scheduler_defaults
+from app.core.versions import CURRENT_VLLM, card_scheduler_defaults, check_block_size, rules_for
 from app.core.whatif import set_engine, set_max_num_batched_tokens, set_quantization, set_tp
 from app.ingest.vllm_serve import serve_notes
 from app.schemas import PlanDocument, WhatIfDoc, validate_plan, validate_whatif
@@ -103,6 +103,8 @@ def _engine(doc: PlanDocument, model: ModelInput, version: str) -> Engine:
         enable_prefix_caching=prefix_caching(doc, version),
         async_scheduling=engine_doc.async_scheduling,
         max_model_len_assumed=engine_doc.max_model_len is None,
+        max_num_batched_tokens_assumed=engine_doc.max_num_batched_tokens is None,
+        max_num_seqs_assumed=engine_doc.max_num_seqs is None,
     )
 
 
@@ -154,8 +156,8 @@ def engine_settings(doc: PlanDocument, max_model_len: int | None = None) -> tupl
     (`scheduler_defaults`). The one defaults rule."""
     rules = rules_for(doc.vllm_version or CURRENT_VLLM)
     mml = max_model_len or doc.engine.max_model_len or 2**31
-    default_mnbt, default_seqs, note = scheduler_defaults(
-        rules.version, rules.version >= (0, 8, 0), _gpu_total(doc), doc.gpu.name if doc.gpu else None, mml
+    default_mnbt, default_seqs, note = card_scheduler_defaults(
+        doc.vllm_version or CURRENT_VLLM, _gpu_total(doc), doc.gpu.name if doc.gpu else None, mml
     )
     engine = doc.engine
     return (

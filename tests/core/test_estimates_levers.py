@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from app.core.estimates import estimate_ranks
 from app.core.plan import plan_estimate_context
 from app.services import plan_inputs, plans
@@ -42,5 +44,23 @@ def test_start_lever_promises_what_the_changed_plan_gives() -> None:
         section, key = path.split(".")
         changed = {**DOC, section: {**DOC[section], key: value}}  # type: ignore[dict-item]
         applied = plans.run_plan(changed, with_levers=False)
+        assert lever["tokens_after"] == applied["tokens"], (lever, applied["tokens"])
+        assert lever["will_start"] == applied["will_start"]
+
+
+@pytest.mark.parametrize("stated", [{}, {"max_num_batched_tokens": 2048, "max_num_seqs": 256}])
+def test_the_larger_card_lever_promises_what_that_card_gives(stated: dict[str, int]) -> None:
+    """The larger-card lever re-estimates on the card itself: its name (gpt-oss-120b loads the Marlin
+    MXFP4 layout on an A100, Triton on H100-class cards) and, where the plan took them, vLLM's
+    scheduler defaults for that card (an A100 gets 2048 tokens / 256 sequences, a ≥ 70 GiB H100
+    8192 / 1024). Before, the lever kept the A100's: 230,016 tokens promised where the H100 NVL plan
+    gives 149,936. Stated values stay stated."""
+    doc = {**DOC, "engine": {**DOC["engine"], **stated}}  # type: ignore[dict-item]
+    out = plans.run_plan(doc, with_levers=False)
+    levers = [lv for lv in out["start_levers"] if lv["knob"] == "gpu"]
+    assert levers, out["start_levers"]
+    for lever in levers:
+        assert set(lever["sets"]) == {"gpu.total", "gpu.name"}
+        applied = plans.run_plan({**doc, "gpu": {"name": lever["sets"]["gpu.name"]}}, with_levers=False)
         assert lever["tokens_after"] == applied["tokens"], (lever, applied["tokens"])
         assert lever["will_start"] == applied["will_start"]
