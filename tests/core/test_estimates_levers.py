@@ -4,7 +4,9 @@ layout vLLM loads below compute capability 9.0 (estimates.mxfp4_backend_for)."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -64,3 +66,34 @@ def test_the_larger_card_lever_promises_what_that_card_gives(stated: dict[str, i
         applied = plans.run_plan({**doc, "gpu": {"name": lever["sets"]["gpu.name"]}}, with_levers=False)
         assert lever["tokens_after"] == applied["tokens"], (lever, applied["tokens"])
         assert lever["will_start"] == applied["will_start"]
+
+
+NOT_STARTING: list[dict[str, Any]] = [
+    {"model": {"catalogue": "llama-3.1-70b"}, "gpu": {"name": "L40S 48GB"}, "layout": {"tp": 2}},
+    {"model": {"catalogue": "llama-3.1-8b"}, "gpu": {"name": "L4 24GB"}, "engine": {"max_model_len": 131072}},
+    {"model": {"catalogue": "qwen3-30b-a3b"}, "gpu": {"name": "RTX 4090 24GB"}, "layout": {"tp": 2},
+     "engine": {"max_model_len": 40960}},
+]  # fmt: skip
+
+
+def _applied(doc: dict[str, Any], sets: dict[str, Any]) -> dict[str, Any]:
+    """The document with a lever's `sets` applied, path by path (a card by its preset name)."""
+    out = copy.deepcopy(doc)
+    for path, value in sets.items():
+        section, key = path.split(".", 1)
+        if section == "gpu":
+            out["gpu"] = {"name": sets["gpu.name"]} if "gpu.name" in sets else {"total": value}
+        elif value is None:
+            out.setdefault(section, {}).pop(key, None)
+        else:
+            out.setdefault(section, {})[key] = value
+    return out
+
+
+@pytest.mark.parametrize("doc", NOT_STARTING, ids=[d["model"]["catalogue"] for d in NOT_STARTING])
+def test_every_start_lever_promises_what_its_sets_give(doc: dict[str, Any]) -> None:
+    out = plans.run_plan(doc, with_levers=False)
+    assert out["will_start"] is False and out["start_levers"]
+    for lever in out["start_levers"]:
+        applied = plans.run_plan(_applied(doc, lever["sets"]), with_levers=False)
+        assert (lever["tokens_after"], lever["will_start"]) == (applied["tokens"], applied["will_start"]), lever
