@@ -174,6 +174,8 @@ class EngineDoc(_Strict):
     num_gpu_blocks_override: int | None = Field(default=None, ge=1, le=100_000_000)
     disable_hybrid_kv_cache_manager: bool = False
     cudagraph_mode: Literal["auto", "NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"] = "auto"
+    # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1/0 (vLLM ≥ 0.18); None: the version's default (on from 0.21)
+    estimate_cudagraphs: bool | None = None
     lora: LoraDoc | None = None
     speculative: SpeculativeDoc | None = None
     kv_offload: KVOffloadDoc | None = None

@@ -38,7 +38,8 @@ at +64 %) is the reading of the code above, checked on that one log.
   `free_before − free_after`): `pool + graphs × graph_bytes`, allocated after KV sizing, out of the
   `1 − gpu_memory_utilization` headroom.
 - From v0.21 (`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1` by default, PR #38284, `96a85c575`;
-  opt-in since PR #30515, `ebb9cc5f2`) the KV budget subtracts vLLM's own estimate,
+  opt-in since PR #30515, `ebb9cc5f2`, v0.18: the plan's `engine.estimate_cudagraphs`, app.core.versions
+  `with_cudagraph_estimate`) the KV budget subtracts vLLM's own estimate,
   `profile_cudagraph_memory` (vllm/v1/worker/gpu_model_runner.py @28be48fa): per mode it captures
   the two largest sizes, `first = delta(largest)`, `per_graph = max(delta(second), 1 MiB)`,
   `estimate = first + per_graph × (n − 1)`; FULL and PIECEWISE share the pool, so
@@ -179,9 +180,10 @@ def _vllm_estimate(pool: dict[str, int], per_size: dict[str, int], counts: dict[
 def graph_terms(
     version: Version, v1: bool, mode: CudagraphMode, enforce_eager: bool, max_num_seqs: int,
     max_num_batched_tokens: int, layers_on_rank: int, forward_bytes_per_token: int, cal: Calibration,
-    max_size: int = 512, attention: AttentionFacts | None = None,
+    max_size: int = 512, attention: AttentionFacts | None = None, in_budget: bool | None = None,
 ) -> GraphTerms:  # fmt: skip
-    """The CUDA-graph row on one rank (see the module docstring)."""
+    """The CUDA-graph row on one rank (see the module docstring); `in_budget`: whether the KV budget
+    subtracts vLLM's estimate (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; None: the version's default, v0.21)."""
     mode = resolved_mode(version, v1, mode, enforce_eager)
     if mode == "NONE":
         why = "enforce_eager" if enforce_eager else "cudagraph_mode NONE"
@@ -202,7 +204,7 @@ def graph_terms(
     pool["FULL"] = max(0, pool["FULL"] - pool["PIECEWISE"]) + accum if full else 0
     largest = pool["PIECEWISE"] + pool["FULL"]
     counts = {"PIECEWISE": piecewise, "FULL": full}
-    if version >= (0, 21, 0):
+    if version >= (0, 21, 0) if in_budget is None else in_budget:
         total = _vllm_estimate(pool, {"PIECEWISE": pieces * c, "FULL": c}, counts)
         how = "vLLM's estimate (profile_cudagraph_memory), inside the KV budget"
     else:

@@ -42,7 +42,7 @@ from app.core.rank_columns import (
 from app.core.shape import ModelShape
 from app.core.speculative import SpecSpec, draft_kv_bytes_per_token, draft_layers, with_draft_kv
 from app.core.units import fmt_bytes
-from app.core.versions import VersionRules, rules_for
+from app.core.versions import VersionRules, rules_for, with_cudagraph_estimate
 from app.core.vision import VisionGeometry
 
 
@@ -83,6 +83,8 @@ class Engine:
     num_gpu_blocks_override: int | None = None  # vLLM's --num-gpu-blocks-override (every worker's blocks)
     disable_hybrid_kv_cache_manager: bool = False  # --disable-hybrid-kv-cache-manager
     cudagraph_mode: CudagraphMode = "auto"  # "auto": the version's default
+    # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (vLLM ≥ 0.18); None: the version's default (on from 0.21)
+    estimate_cudagraphs: bool | None = None
     lora: LoraSpec | None = None  # --enable-lora with its slots (app.core.lora)
     lora_in_run: LoraSpec | None = None  # the LoRA measured rows were taken under (app.core.extra_rows)
     speculative: SpecSpec | None = None  # --speculative-config (app.core.speculative)
@@ -189,7 +191,7 @@ def estimate_context(
         engine.max_num_batched_tokens,
         engine.max_num_seqs,
         engine.enforce_eager,
-        rules_for(vllm_version),
+        with_cudagraph_estimate(rules_for(vllm_version), engine.estimate_cudagraphs),
         expert_parallel=layout.expert_parallel,
         interconnect=layout.interconnect,
         cudagraph_mode=engine.cudagraph_mode,
@@ -275,7 +277,7 @@ def ledger_rules(plan: PlanInput, rules: VersionRules) -> LedgerRules:
 
 def compute(plan: PlanInput, rkv: RankKV | None = None) -> PlanResult:
     """Work out the whole plan."""
-    rules = rules_for(plan.vllm_version)
+    rules = with_cudagraph_estimate(rules_for(plan.vllm_version), plan.engine.estimate_cudagraphs)
     rkv = rkv or kv_spec(plan)
     ranks, extras = extra_rows(plan, rules)
     columns = columns_for(ranks, plan.columns)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from app.core.errors import InputError
 
@@ -34,6 +34,15 @@ CURRENT_VLLM = "0.27.1"
 
 Version = tuple[int, int, int]
 NULL_BLOCK_CHECK_SINCE: Version = (0, 28, 0)  # vLLM PR #47272 (see the module docstring)
+# VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (vllm/envs.py) exists from PR #30515 (`ebb9cc5f2`,
+# 2026-03-07), opt-in ("0"); main was 0.18.dev then (the opt-in builds' advice reads "This will become
+# the default in v0.19"), so v0.18.0 is taken as the first release with it. PR #38284 (`96a85c575`,
+# 2026-04-21, v0.21.0) made "1" the default. `Worker.determine_available_memory`
+# (vllm/v1/worker/gpu_worker.py @4dd49b06f, v0.19.0) always profiles the graphs
+# (`profile_cudagraph_memory`) but subtracts the estimate from the KV budget only when the variable is
+# set: `cudagraph_memory_estimate_applied = estimate if envs.VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS else 0`.
+ESTIMATE_CUDAGRAPHS_SINCE: Version = (0, 18, 0)
+ESTIMATE_CUDAGRAPHS_DEFAULT_SINCE: Version = (0, 21, 0)
 
 
 def parse_version(text: str, field: str = "vllm_version") -> Version:
@@ -73,7 +82,7 @@ def rules_for(version_text: str | None) -> VersionRules:
     return VersionRules(
         version=version,
         default_gpu_memory_utilization=0.92 if at_least_021 else 0.9,
-        cuda_graphs_in_budget=at_least_021,
+        cuda_graphs_in_budget=version >= ESTIMATE_CUDAGRAPHS_DEFAULT_SINCE,
         free_memory_preflight=version >= (0, 9, 1),
         nccl_in_non_torch=version < (0, 10, 2),
         kv_size_is_derived=at_least_021,
@@ -82,6 +91,20 @@ def rules_for(version_text: str | None) -> VersionRules:
         null_block_in_check=version >= NULL_BLOCK_CHECK_SINCE,
         null_block_exists=version >= (0, 8, 3),
     )
+
+
+def with_cudagraph_estimate(rules: VersionRules, estimate: bool | None) -> VersionRules:
+    """The rules under the engine's VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (None: the version's default,
+    on from v0.21): with it set, the CUDA-graph estimate is inside the KV budget (see the constants above)."""
+    if estimate is None or estimate == rules.cuda_graphs_in_budget:
+        return rules
+    if estimate and rules.version < ESTIMATE_CUDAGRAPHS_SINCE:
+        raise InputError(
+            "engine.estimate_cudagraphs",
+            f"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS exists from vLLM 0.18 (PR #30515); vLLM {rules.label} "
+            "captures the CUDA graphs after KV sizing, outside the budget: leave it unset or false",
+        )
+    return replace(rules, cuda_graphs_in_budget=estimate)
 
 
 def batch_defaults(gpu_total_bytes: int | None) -> tuple[int, int]:

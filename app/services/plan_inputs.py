@@ -15,7 +15,13 @@ from app.core.gpus import find_preset
 from app.core.lora import LoraSpec, check_lora
 from app.core.nontorch import Interconnect
 from app.core.plan import Engine, Layout, ModelInput, PlanInput, Policy, check_rank_count, with_columns
-from app.core.versions import CURRENT_VLLM, card_scheduler_defaults, check_block_size, rules_for
+from app.core.versions import (
+    CURRENT_VLLM,
+    card_scheduler_defaults,
+    check_block_size,
+    rules_for,
+    with_cudagraph_estimate,
+)
 from app.core.whatif import set_engine, set_max_num_batched_tokens, set_quantization, set_tp
 from app.ingest.vllm_serve import serve_notes
 from app.schemas import PlanDocument, WhatIfDoc, validate_plan, validate_whatif
@@ -96,6 +102,8 @@ def _engine(doc: PlanDocument, model: ModelInput, version: str) -> Engine:
         quantization=engine_doc.quantization,
         num_gpu_blocks_override=engine_doc.num_gpu_blocks_override,
         disable_hybrid_kv_cache_manager=engine_doc.disable_hybrid_kv_cache_manager,
+        cudagraph_mode=engine_doc.cudagraph_mode,
+        estimate_cudagraphs=_estimate_cudagraphs(engine_doc.estimate_cudagraphs, version),
         lora=_lora(doc, model, version),
         lora_in_run=_lora(doc, model, version) if doc.ranks else None,
         speculative=speculative_spec(engine_doc.speculative, model.shape),
@@ -106,6 +114,12 @@ def _engine(doc: PlanDocument, model: ModelInput, version: str) -> Engine:
         max_num_batched_tokens_assumed=engine_doc.max_num_batched_tokens is None,
         max_num_seqs_assumed=engine_doc.max_num_seqs is None,
     )
+
+
+def _estimate_cudagraphs(given: bool | None, version: str) -> bool | None:
+    """VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS as the document states it, refused where the version has none."""
+    with_cudagraph_estimate(rules_for(version), given)
+    return given
 
 
 def _policy(doc: PlanDocument) -> Policy:

@@ -1,0 +1,97 @@
+"""VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS as a plan input (`engine.estimate_cudagraphs`, issue 10
+item 4): from v0.18 the variable puts vLLM's CUDA-graph estimate inside the KV budget
+(`Worker.determine_available_memory`, vllm/v1/worker/gpu_worker.py @4dd49b06f); on by default from v0.21."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from app.core.calibration import DEFAULT
+from app.core.errors import InputError
+from app.core.estimates import cuda_graph_terms
+from app.core.plan import PlanInput, compute, plan_estimate_context
+from app.core.profile_run import forward_per_token
+from app.core.versions import rules_for, with_cudagraph_estimate
+from app.services import plan_inputs
+
+GIB = 1024**3
+MIB = 1024**2
+LOG_29 = Path(__file__).resolve().parents[1] / "data" / "vllm-logs" / "29-v0190-llama31-8b-h100-tp1-mml16k.log"
+# log 29's run: Llama-3.1-8B-Instruct on one H100, v0.19.0, its non-default args
+DOC = {"model": {"catalogue": "llama-3.1-8b"}, "gpu": {"name": "H100 80GB"}, "layout": {"tp": 1},
+       "engine": {"max_model_len": 16384, "gpu_memory_utilization": 0.95, "enable_prefix_caching": False},
+       "vllm_version": "0.19.0"}  # fmt: skip
+
+
+def _plan(estimate: bool | None, version: str = "0.19.0", mode: str = "auto") -> PlanInput:
+    engine: dict[str, object] = {**DOC["engine"], "cudagraph_mode": mode}  # type: ignore[dict-item]
+    if estimate is not None:
+        engine["estimate_cudagraphs"] = estimate
+    return plan_inputs.plan_input({**DOC, "vllm_version": version, "engine": engine})
+
+
+def test_the_version_default_is_off_before_021_and_on_after() -> None:
+    assert not with_cudagraph_estimate(rules_for("0.19.0"), None).cuda_graphs_in_budget
+    assert with_cudagraph_estimate(rules_for("0.21.0"), None).cuda_graphs_in_budget
+    assert not with_cudagraph_estimate(rules_for("0.21.0"), False).cuda_graphs_in_budget
+    assert with_cudagraph_estimate(rules_for("0.18.0"), True).cuda_graphs_in_budget
+    # the default utilization stays the version's (0.92 from v0.21 whatever the variable, PR #38284)
+    assert with_cudagraph_estimate(rules_for("0.21.0"), False).default_gpu_memory_utilization == 0.92
+
+
+def test_setting_it_moves_the_graph_row_into_the_budget() -> None:
+    off, on = compute(_plan(None)), compute(_plan(True))
+    assert (off.rules.cuda_graphs_in_budget, on.rules.cuda_graphs_in_budget) == (False, True)
+    graphs_on = on.ledgers[0].inp.cuda_graphs
+    assert graphs_on is not None
+    # the KV budget loses exactly the estimated row (nothing else depends on the variable)
+    assert off.ledgers[0].kv.bytes - on.ledgers[0].kv.bytes == graphs_on.bytes
+    assert "inside the KV budget" in graphs_on.note
+
+
+def test_the_in_budget_row_is_profile_cudagraph_memory_by_hand() -> None:
+    """max(first over modes) + Σ max(per_graph, 1 MiB) × (n − 1) (`profile_cudagraph_memory`,
+    vllm/v1/worker/gpu_model_runner.py @4dd49b06f), from Llama-3.1-8B's numbers on an H100."""
+    plan = _plan(True)
+    shape = plan.model.shape
+    assert shape is not None
+    g = cuda_graph_terms(shape, plan_estimate_context(plan))
+    assert (g.piecewise, g.full) == (51, 51)  # 1024 sequences, 8192 batched tokens: sizes 1 … 512
+    c = DEFAULT.graph_bytes
+    sharded, unsharded = forward_per_token(shape, 1)
+    pool_pw = 512 * (sharded + unsharded)  # the largest piecewise capture's tensors
+    accum = 32 * 32 * 512 * (128 + 1) * 4  # FA3: 32 splits × 32 heads × 512 tokens × (head_dim + lse) fp32
+    per_pw, per_full = 33 * c, max(c, MIB)  # 32 layers + 1 pieces a size; one FULL graph a size
+    first = max(pool_pw + per_pw, accum + c)
+    assert g.total == first + per_pw * 50 + per_full * 50
+
+
+def test_the_in_budget_row_against_vllms_logged_estimate() -> None:
+    """Log 29 (v0.19.0, the variable unset) still logs vLLM's own estimate: 0.84 GiB. The row the
+    plan would subtract with the variable set is within 15 % of it (measured: +12.4 %, 0.94 GiB, the fitted
+    per-graph cost is above the 6 MiB a size vLLM samples)."""
+    logged = float(re.findall(r"Estimated CUDA graph memory: ([0-9.]+) GiB total", LOG_29.read_text())[0])
+    on = compute(_plan(True)).ledgers[0].inp.cuda_graphs
+    assert on is not None
+    assert on.bytes / GIB == pytest.approx(logged, rel=0.15)
+
+
+def test_the_variable_does_not_exist_before_018() -> None:
+    with pytest.raises(InputError) as err:
+        _plan(True, "0.10.2")
+    assert err.value.field == "engine.estimate_cudagraphs"
+    assert "0.18" in err.value.message
+    assert not compute(_plan(False, "0.10.2")).rules.cuda_graphs_in_budget
+
+
+def test_the_documents_cudagraph_mode_reaches_the_estimate() -> None:
+    """engine.cudagraph_mode was validated but dropped before the Engine was built (always "auto")."""
+    assert _plan(None, mode="PIECEWISE").engine.cudagraph_mode == "PIECEWISE"
+    auto = compute(_plan(None)).ledgers[0].inp.cuda_graphs
+    piecewise = compute(_plan(None, mode="PIECEWISE")).ledgers[0].inp.cuda_graphs
+    none = compute(_plan(None, mode="NONE")).ledgers[0].inp.cuda_graphs
+    assert auto is not None and piecewise is not None and none is not None
+    assert none.bytes == 0 < piecewise.bytes < auto.bytes
