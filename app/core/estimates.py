@@ -28,8 +28,9 @@ from app.core.calibration import DEFAULT, Calibration
 from app.core.cudagraphs import AttentionFacts, CudagraphMode, GraphTerms, graph_terms, max_capture_size
 from app.core.kvspec import pp_layer_split
 from app.core.ledger import Cell, RankInput
-from app.core.nontorch import Interconnect, non_torch_terms
+from app.core.nontorch import Interconnect, counts_whole_device, non_torch_terms
 from app.core.profile_run import ActivationTerms, ProfileInputs, activation_terms, forward_per_token
+from app.core.repack_cache import first_stage_repack_cached
 from app.core.shape import ModelShape
 from app.core.versions import VersionRules
 from app.core.vision import VisionGeometry
@@ -128,9 +129,22 @@ def activation_bytes(shape: ModelShape, ctx: EstimateContext) -> int:
 
 
 def non_torch_bytes(shape: ModelShape, ctx: EstimateContext) -> int:
-    """Estimated non-torch increase on one rank (app.core.nontorch)."""
-    world = ctx.tp * ctx.pp
-    return non_torch_terms(ctx.rules.version, ctx.uses_v1, world, ctx.interconnect, ctx.calibration).total
+    """Estimated non-torch increase on one rank (app.core.nontorch, app.core.repack_cache)."""
+    return non_torch_cell(shape, ctx).bytes
+
+
+def non_torch_cell(shape: ModelShape, ctx: EstimateContext) -> Cell:
+    """The non-torch row: app.core.nontorch's terms, plus the blocks the Marlin repack of a GPTQ/AWQ
+    checkpoint leaves cached where the version counts them (app.core.repack_cache)."""
+    nt = non_torch_terms(ctx.rules.version, ctx.uses_v1, ctx.tp * ctx.pp, ctx.interconnect, ctx.calibration)
+    cached = 0
+    if shape.weights is not None and counts_whole_device(ctx.rules.version, ctx.uses_v1):
+        cached = first_stage_repack_cached(shape.weights, ctx.tp, ctx.pp, ctx.rules.version)
+    if not cached:
+        return Cell(nt.total, "estimated", nt.note)
+    note = (f"{nt.note}; + {cached / GIB:.2f} GiB of torch blocks the Marlin repack of the GPTQ/AWQ weights "
+            "leaves cached (this version counts cached blocks as non-torch; app.core.repack_cache)")
+    return Cell(nt.total + cached, "estimated", note)
 
 
 def cuda_graph_terms(shape: ModelShape, ctx: EstimateContext) -> GraphTerms:
@@ -170,12 +184,11 @@ def _act_note(terms: ActivationTerms, ctx: EstimateContext) -> str:
 
 def _row_cells(shape: ModelShape, ctx: EstimateContext) -> tuple[Cell, Cell, Cell, Cell]:
     """(non_torch, cuda_graphs, activation of a middle stage, activation of the last stage)."""
-    nt = non_torch_terms(ctx.rules.version, ctx.uses_v1, ctx.tp * ctx.pp, ctx.interconnect, ctx.calibration)
     graphs = cuda_graph_terms(shape, ctx)
     last = activation_for_stage(shape, ctx, True)
     mid = activation_for_stage(shape, ctx, False) if ctx.pp > 1 else last
     return (
-        Cell(nt.total, "estimated", nt.note),
+        non_torch_cell(shape, ctx),
         Cell(graphs.total, "estimated", graphs.note),
         Cell(mid.peak, "estimated", _act_note(mid, ctx)),
         Cell(last.peak, "estimated", _act_note(last, ctx)),

@@ -185,6 +185,11 @@ def _shape_on_rank(t: Tensor, g: Geometry) -> tuple[int, int, int]:
     return r, c, n
 
 
+def shape_on_rank(t: Tensor, g: Geometry) -> tuple[int, int, int]:
+    """(rows, cols, count) of tensor ``t`` on a rank at geometry ``g`` (rows: output features)."""
+    return _shape_on_rank(t, g)
+
+
 def tensor_bytes(t: Tensor, g: Geometry) -> int:
     """Bytes of tensor ``t`` on a rank at geometry ``g`` (0 in a release that does not hold it)."""
     if t.versions is not None and not t.versions[0] <= g.rules < t.versions[1]:
