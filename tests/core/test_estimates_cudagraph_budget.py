@@ -5,6 +5,8 @@ item 4): from v0.18 the variable puts vLLM's CUDA-graph estimate inside the KV b
 from __future__ import annotations
 
 import re
+import statistics
+import sys
 from pathlib import Path
 
 import pytest
@@ -95,3 +97,18 @@ def test_the_documents_cudagraph_mode_reaches_the_estimate() -> None:
     none = compute(_plan(None, mode="NONE")).ledgers[0].inp.cuda_graphs
     assert auto is not None and piecewise is not None and none is not None
     assert none.bytes == 0 < piecewise.bytes < auto.bytes
+
+
+# bench/RESULTS-estimates.md: 19 v0.19 logs print vLLM's estimate (not applied); the in-budget row is off by
+# 16.0 % at the median (worst −65.6 %, the A100 Qwen3-8B run). The threshold sits four points above it.
+IN_BUDGET_MEDIAN_THRESHOLD = 0.20
+
+
+def test_in_budget_rows_against_every_logged_estimate() -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from estimate_graph_budget import estimate_lines
+
+    rows = estimate_lines()
+    assert len(rows) >= 19
+    errs = [abs(float(r["err"])) for r in rows]  # type: ignore[arg-type]
+    assert statistics.median(errs) <= IN_BUDGET_MEDIAN_THRESHOLD, rows

@@ -13,6 +13,8 @@ from estimate_cases import CASES, SKIPS, real_logs
 
 from app.core.calibration import DEFAULT
 
+GIB = 1024**3
+
 # The issue's target is a leave-one-out median of 3 % on cards ≥ 24 GB (bench/RESULTS-estimates.md
 # records the current figures). The threshold sits about one point above the recorded median, so a
 # change that makes the model worse on runs it was not fitted to fails here, while one more real
@@ -21,9 +23,9 @@ LOO_MEDIAN_THRESHOLD = 0.03
 # The worst-case target (≤ 15 %) over the runs that state their inputs, with the weights they log and with
 # estimated weights (RESULTS-estimates.md: 13.5 %, public/28, both ways; file 18 was 18.4 % estimated).
 LOO_WORST_THRESHOLD = 0.15
-# Start-up failures predicted to fail before KV sizing ends (bench/RESULTS-estimates.md counts the sampler warm-up's
-# "at risk" too); public/43 (Qwen2.5-72B GPTQ on v0.6.4.post1) is missed: 4.09 GiB of whole-device non-torch memory
-# the model does not count.
+# Start-up failures predicted not to start, over every case (8 of 11; bench/RESULTS-estimates.md: 6 of 9 with inputs
+# stated, 7 counting the sampler warm-up's "at risk" on log 53). Missed: public/43 (Qwen2.5-72B GPTQ on v0.6.4.post1,
+# 4.09 GiB of whole-device non-torch memory on an A40-48Q vGPU) and logs 38/53 (the warm-up after KV sizing).
 FAILURES_PREDICTED = 7
 
 
@@ -47,6 +49,27 @@ def test_start_up_failures_predicted() -> None:
     assert len(failures) >= 8 and len(predicted) >= FAILURES_PREDICTED, [r["case"] for r in failures]
     # no run that started is predicted to fail
     assert all(r["predicted_start"] for r in rows if not r["fails"] and r["logged_kv"])
+
+
+def test_the_missed_failures_verdicts_from_their_logs() -> None:
+    """Logs 38 and 53 (gpt-oss-20b, v0.19, H100: the sampler warm-up after KV sizing ran out of memory) and
+    public/43 (max_model_len does not fit), as the estimate reads them from their real log text."""
+    rows = {str(r["case"]): r for r in evaluate("measured")}
+    r38 = rows["38-v0190-gpt-oss-20b-h100-tp1-sampler-oom-after-kv.log#0"]
+    # not predicted: the estimated graph pool is under half the captured one, so the gate sees room
+    assert (r38["fails"], r38["predicted_start"], r38["warmup"]) == ("sampler_warmup", True, "fits")
+    assert int(r38["rows"]["cuda_graphs"]) < 0.5 * int(r38["measured_rows"]["cuda_graphs"])  # type: ignore[index]
+    r53 = rows["53-v0190-gpt-oss-20b-h100-tp2-sampler-oom-after-kv.log#0"]
+    # flagged, not predicted: "at risk" passes the gate, as it does for 8 runs that started
+    assert (r53["fails"], r53["predicted_start"], r53["warmup"]) == ("sampler_warmup", True, "at_risk")
+    p43 = rows["public/43-v064post1-qwen25-72b-gptq-48gb-tp1-mml-fail.log#0"]
+    assert p43["fails"] and p43["predicted_start"]
+    # what is missed is the non-torch row the vGPU logs (4.09 GiB), not the weights (within 0.1 %)
+    measured, estimated = p43["measured_rows"], p43["rows"]
+    assert int(measured["non_torch"]) > 3 * GIB > int(estimated["non_torch"])  # type: ignore[index]
+    s = summary(evaluate("measured"))
+    assert (s["failures_predicted_to_fail"], s["failures_predicted"], s["failures"]) == (6, 7, 9)
+    assert s["failures_at_risk_only"] == "53-v0190-gpt-oss-20b-h100-tp2-sampler-oom-after-kv.log#0"
 
 
 def test_default_calibration_is_the_in_sample_fit() -> None:
