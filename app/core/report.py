@@ -153,6 +153,8 @@ def result_to_dict(result: PlanResult, levers: list[JSON] | None = None) -> JSON
             "kv_offload": offload_json(plan.engine.kv_offload),
             "enable_prefix_caching": plan.engine.enable_prefix_caching,
             "async_scheduling": plan.engine.async_scheduling,  # None: the version's default
+            "cudagraph_mode": plan.engine.cudagraph_mode,
+            "estimate_cudagraphs": plan.engine.estimate_cudagraphs,  # None: the version's default (versions.py)
         },
         "node": None if plan.node is None else {
             "host_memory_bytes": plan.node.host_memory_bytes, "gpus_per_node": plan.node.gpus_per_node,

@@ -81,6 +81,15 @@ def test_the_in_budget_row_against_vllms_logged_estimate() -> None:
     assert on.bytes / GIB == pytest.approx(logged, rel=0.15)
 
 
+def test_the_result_echoes_the_setting() -> None:
+    from app.services.plans import run_plan
+
+    out = run_plan({**DOC, "engine": {**DOC["engine"], "estimate_cudagraphs": True}}, with_levers=False)  # type: ignore[dict-item]
+    assert out["cuda_graphs_in_budget"] is True
+    assert out["engine"]["estimate_cudagraphs"] is True and out["engine"]["cudagraph_mode"] == "auto"
+    assert run_plan(DOC, with_levers=False)["engine"]["estimate_cudagraphs"] is None
+
+
 def test_the_variable_does_not_exist_before_018() -> None:
     with pytest.raises(InputError) as err:
         _plan(True, "0.10.2")
