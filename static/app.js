@@ -7,6 +7,14 @@
   var PLOT_CONFIG = { displaylogo: false, responsive: true, showSendToCloud: false, showEditInChartStudio: false,
                       modeBarButtonsToRemove: ["lasso2d", "select2d"] };
 
+  // Whether an element's htmx request is in flight: htmx puts its request class on the element's
+  // hx-indicator when it names one (the plan form's is #busy), not on the element itself.
+  function inFlight(el) {
+    var named = el.getAttribute("hx-indicator");
+    var indicator = named ? document.querySelector(named) : null;
+    return (indicator || el).classList.contains("htmx-request");
+  }
+
   // A drag's stale position: htmx has already sent the plan form's newer request (hx-sync queue
   // last), and a chart was redrawn less than one redraw's cost ago. Its redraw is skipped so the
   // newest position draws sooner; the chart still redraws at least every other redraw's time, and
@@ -14,7 +22,7 @@
   var lastDraw = { end: -Infinity, cost: 0 };
   function staleDuringDrag() {
     var form = document.getElementById("plan-form");
-    return !!form && form.classList.contains("htmx-request") && performance.now() - lastDraw.end < lastDraw.cost;
+    return !!form && inFlight(form) && performance.now() - lastDraw.end < lastDraw.cost;
   }
 
   // Only a chart whose figure changed is redrawn: a preserved chart (hx-preserve) keeps its element

@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from .plan_js import PLAN_IDLE
+
 pytestmark = pytest.mark.e2e
 
 PLAN = "/plan?model=llama-3.1-70b&tp=4"
@@ -42,8 +44,7 @@ def test_keyboard_slider_recomputes_charts_and_url(page: Any) -> None:
     page.keyboard.press("ArrowLeft")
     page.keyboard.press("ArrowLeft")
     page.wait_for_url("**/plan?model=llama-3.1-70b&tp=4&util=0.91")
-    page.wait_for_function("() => document.querySelector('#plan-form').classList.contains('htmx-request') === false")
-    page.wait_for_timeout(300)
+    page.wait_for_function(PLAN_IDLE)
     tokens_after, chart_after = _tokens(page), page.evaluate(POOL_KV)
     assert tokens_after != tokens_before and chart_after != chart_before
 
@@ -168,7 +169,7 @@ def test_a_fast_drag_is_coalesced_to_the_newest_position(page: Any) -> None:
       for (let k = 0; k < 30; k++) { e.value = (0.50 + k / 100).toFixed(2);
         e.dispatchEvent(new Event('input', {bubbles: true})); } }""")
     page.wait_for_url("**util=0.79")
-    page.wait_for_function("() => document.querySelector('#plan-form').classList.contains('htmx-request') === false")
+    page.wait_for_function(PLAN_IDLE)
     page.wait_for_function("() => document.getElementById('chart-pool').getAttribute('data-drawn') === "
                            "document.getElementById('chart-pool-data').dataset.version")
     assert 1 <= len(sent) <= 2 and "util=0.79" in sent[-1], sent

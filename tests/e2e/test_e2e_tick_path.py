@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import Any
 
 import pytest
+
+from .plan_js import PLAN_IDLE, POOL_STATE, RECORD_FRAMES
 
 pytestmark = pytest.mark.e2e
 
@@ -57,6 +60,27 @@ def _expected(figure_json: str) -> list[tuple[str, str, str]]:
     bars = [t for t in json.loads(figure_json)["data"] if t["type"] == "bar"]
     return [(label, t["name"], f"{t['y'][i]:.2f}") for i, label in enumerate(bars[0]["x"]) for t in bars
             if t["y"][i] > 0]
+
+
+def _kv_shown(figure_json: str) -> tuple[dict[str, str], str]:
+    """The rank table's KV per rank (usable + stranded) the figure implies, and its binding rank."""
+    figure = json.loads(figure_json)
+    usable, stranded = (next(t for t in figure["data"] if t.get("name") == name)
+                        for name in ("KV (usable)", "KV stranded"))
+    binds = next(note["x"] for note in figure["layout"]["annotations"] if note["text"] == "binds")
+    kv = zip(usable["x"], usable["y"], stranded["y"], strict=True)
+    return {label: f"{u + s:.2f} GiB" for label, u, s in kv}, binds
+
+
+def _assert_agrees(state: dict[str, Any]) -> None:
+    """One reading of the page (POOL_STATE): the chart drawn is the figure beside it, marked as
+    drawn from it, and the KV numbers shown (rank table, KPI) are that figure's."""
+    drawn = [(m[1], m[2], m[3]) for m in map(TITLE.match, state["titles"]) if m]
+    assert drawn == _expected(state["figure"]), state
+    assert state["drawn"] == state["version"], state
+    per_rank, binds = _kv_shown(state["figure"])
+    assert state["rank_kv"] == per_rank, state
+    assert state["kpi_kv"] in ("—", per_rank[binds]), state  # "—": a plan vLLM refuses shows no capacity
 
 
 def _open(page: Any) -> None:
@@ -163,28 +187,71 @@ BURST = """values => new Promise(resolve => {
   step();
 })"""
 
-CONSISTENT = """() => {
-  const chart = document.getElementById("chart-pool"), data = document.getElementById("chart-pool-data");
-  return !document.querySelector("#plan-form.htmx-request")
-    && chart.getAttribute("data-drawn") === data.dataset.version;
-}"""
+def _burst_ends_agreeing(page: Any, values: list[str]) -> dict[str, Any]:
+    page.evaluate(BURST, values)
+    page.wait_for_url(f"**util={values[-1]}**")
+    page.wait_for_function(PLAN_IDLE)
+    state: dict[str, Any] = page.evaluate(POOL_STATE)
+    _assert_agrees(state)
+    return state
 
 
 def test_a_burst_ends_with_the_chart_of_the_numbers_shown_even_when_the_last_request_fails(page: Any) -> None:
     """Whatever the timing of a burst, the chart ends drawn from the fragment on screen (the figure
-    beside it), also when the newest request fails; the numbers and the chart agree."""
+    beside it), also when the newest request fails; the numbers and the chart agree in every frame."""
     _open(page)
+    page.evaluate(RECORD_FRAMES)
     values = [f"{0.60 + k / 100:.2f}" for k in range(12)]
     page.route("**/plan?*util=0.71*", lambda route: route.abort())
     page.evaluate(BURST, values)
-    page.wait_for_function(CONSISTENT)
-    assert _drawn(page) == _expected(page.evaluate(FIGURE))
+    page.wait_for_function(PLAN_IDLE)
+    _assert_agrees(page.evaluate(POOL_STATE))
     page.unroute("**/plan?*util=0.71*")
-    page.evaluate(BURST, ["0.55", "0.54", "0.53"])
-    page.wait_for_url("**util=0.53**")
-    page.wait_for_function(CONSISTENT)
-    assert _drawn(page) == _expected(page.evaluate(FIGURE))
+    _burst_ends_agreeing(page, ["0.55", "0.54", "0.53"])
     assert page.inner_text("#out-util") == "0.53"
+    frames = page.evaluate("() => window.__stopFrames()")
+    assert len(frames) >= 2  # the page as opened, and at least the last burst's plan
+    for frame in frames:
+        _assert_agrees(frame)
+
+
+def _is_plan_tick(url: str) -> bool:
+    return "/plan?" in url
+
+
+def _wait_for_held(page: Any, held: list[Any], count: int) -> None:
+    """Route handlers run while Playwright is waited on: wait (on the condition) until `count` are held."""
+    deadline = time.monotonic() + 45
+    while len(held) < count:
+        assert time.monotonic() < deadline, f"{len(held)} of {count} requests reached the route"
+        page.wait_for_timeout(10)
+
+
+def test_a_held_response_keeps_the_plan_busy_and_every_frame_agrees(page: Any) -> None:
+    """The race forced: the burst's first request is held at the network until the test lets it go,
+    and the newest (queued behind it) fails. While it is held the plan form reports a request in
+    flight (the old wait, `#plan-form.htmx-request`, said idle here); when it lands the chart, the
+    figure and the numbers move together, in every frame, to that request's plan."""
+    _open(page)
+    opened = page.evaluate(POOL_STATE)
+    held: list[Any] = []
+    page.route(_is_plan_tick, lambda route: route.abort() if "util=0.71" in route.request.url else held.append(route))
+    page.evaluate(RECORD_FRAMES)
+    page.evaluate(BURST, [f"{0.61 + k / 100:.2f}" for k in range(11)])
+    _wait_for_held(page, held, 1)
+    assert "util=0.61&" in held[0].request.url
+    assert page.evaluate(PLAN_IDLE) is False  # a request in flight: no reading may be taken as final
+    assert page.evaluate(POOL_STATE) == opened  # nothing moved yet: the page as opened, consistent
+    held[0].continue_()
+    page.wait_for_url("**util=0.61**")
+    page.wait_for_function(PLAN_IDLE)
+    final = page.evaluate(POOL_STATE)
+    _assert_agrees(final)
+    assert final["version"] != opened["version"] and len(held) == 1  # the 0.71 request failed, not held
+    frames = page.evaluate("() => window.__stopFrames()")
+    assert [f["version"] for f in frames] == [opened["version"], final["version"]], frames
+    for frame in frames:
+        _assert_agrees(frame)
 
 
 def test_the_first_paint_waits_for_no_request_and_the_styles_apply(page: Any) -> None:
