@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from markupsafe import Markup
@@ -79,39 +79,64 @@ def _axes(frame: _Frame, labels: Sequence[str], small: bool) -> list[str]:
     return out
 
 
-def _segment(trace: Mapping[str, Any], i: int, x: float, width: float, y0: float, y1: float, label: str) -> str:
-    value = float(trace["y"][i] or 0.0)
-    marker = trace.get("marker") or {}
-    source = (trace.get("customdata") or [""] * (i + 1))[i]
-    title = f"<title>rank {_text(label)} · {_text(trace['name'])}: {value:.2f} GiB ({_text(source)})</title>"
-    box = f'x="{x:.1f}" y="{y1:.1f}" width="{width:.1f}" height="{max(y0 - y1, 0.0):.1f}"'
-    line = marker.get("line") or {}
-    widths, colours = line.get("width"), line.get("color")
-    stroke = ""
-    if isinstance(widths, list) and isinstance(colours, list) and widths[i]:
-        stroke = f' stroke="{colours[i]}" stroke-width="{widths[i]}"'
-    hatch = ""
-    shapes = (marker.get("pattern") or {}).get("shape")
-    if isinstance(shapes, list) and shapes[i]:
-        hatch = f'<rect class="hatch" {box} fill="url(#{HATCH_ID})"/>'
-    return f'<g class="seg"><rect {box} fill="{marker.get("color")}"{stroke}/>{hatch}{title}</g>'
+class _Trace:
+    """One bar trace, read once per figure: its escaped name and the per-rank parts of its segments."""
+
+    def __init__(self, trace: Mapping[str, Any], escape: Callable[[object], str]) -> None:
+        marker = trace.get("marker") or {}
+        line = marker.get("line") or {}
+        widths, colours = line.get("width"), line.get("color")
+        self.strokes = (widths, colours) if isinstance(widths, list) and isinstance(colours, list) else None
+        shapes = (marker.get("pattern") or {}).get("shape")
+        self.shapes = shapes if isinstance(shapes, list) else None
+        self.name, self.y, self.colour = escape(trace["name"]), trace["y"], marker.get("color")
+        self.sources = trace.get("customdata")
+        self.escape = escape
+
+    def segment(self, i: int, value: float, x: str, width: str, y0: float, y1: float, label: str) -> str:
+        """One segment: its rect (outlined where the figure outlines it), hatching, and hover title."""
+        source = self.escape(self.sources[i]) if self.sources else ""
+        box = f'x="{x}" y="{y1:.1f}" width="{width}" height="{max(y0 - y1, 0.0):.1f}"'
+        stroke = ""
+        if self.strokes is not None and self.strokes[0][i]:
+            stroke = f' stroke="{self.strokes[1][i]}" stroke-width="{self.strokes[0][i]}"'
+        hatch = f'<rect class="hatch" {box} fill="url(#{HATCH_ID})"/>' if self.shapes and self.shapes[i] else ""
+        return (f'<g class="seg"><rect {box} fill="{self.colour}"{stroke}/>{hatch}'
+                f"<title>rank {label} · {self.name}: {value:.2f} GiB ({source})</title></g>")
+
+
+def _escaper() -> Callable[[object], str]:
+    """`_text`, remembering its answers for one figure (a figure repeats few distinct labels)."""
+    seen: dict[str, str] = {}
+
+    def escape(value: object) -> str:
+        text = str(value)
+        found = seen.get(text)
+        if found is None:
+            found = seen[text] = _text(text)
+        return found
+
+    return escape
 
 
 def _columns(frame: _Frame, bars: Sequence[Mapping[str, Any]], labels: Sequence[str], gap: float) -> list[str]:
     width = frame.band * (1 - gap)
+    width_text = f"{width:.1f}"
+    escape = _escaper()
+    traces = [_Trace(t, escape) for t in bars]
+    hit = f'" y="{frame.top}" width="{frame.band:.1f}" height="{frame.bottom - frame.top}">'
     out = []
-    for i, label in enumerate(labels):
-        x = frame.x(i) - width / 2
-        stack = " · ".join(f"{_text(t['name'])} {float(t['y'][i] or 0.0):.2f}" for t in bars)
-        out.append(f'<g class="column" data-rank="{_text(label)}"><rect class="hit" fill="transparent" '
-                   f'x="{frame.left + frame.band * i:.1f}" y="{frame.top}" width="{frame.band:.1f}" '
-                   f'height="{frame.bottom - frame.top}">'
-                   f"<title>rank {_text(label)} (GiB): {stack}</title></rect>")
+    for i, raw in enumerate(labels):
+        label = escape(raw)
+        values = [float(t.y[i] or 0.0) for t in traces]
+        stack = " · ".join(f"{t.name} {value:.2f}" for t, value in zip(traces, values, strict=True))
+        out.append(f'<g class="column" data-rank="{label}"><rect class="hit" fill="transparent" '
+                   f'x="{frame.left + frame.band * i:.1f}{hit}<title>rank {label} (GiB): {stack}</title></rect>')
+        x = f"{frame.x(i) - width / 2:.1f}"
         base = 0.0
-        for trace in bars:
-            value = float(trace["y"][i] or 0.0)
+        for trace, value in zip(traces, values, strict=True):
             if value > 0:
-                out.append(_segment(trace, i, x, width, frame.y(base), frame.y(base + value), label))
+                out.append(trace.segment(i, value, x, width_text, frame.y(base), frame.y(base + value), label))
             base += value
         out.append("</g>")
     return out
