@@ -76,3 +76,21 @@ def test_labels_from_a_document_are_escaped_once() -> None:
     text = str(charts.PoolFigure(figure).svg)
     assert "<b>" not in text and "&lt;b&gt;r&amp;0&lt;/b&gt;" in text and "&amp;lt;" not in text
     assert re.search(r"rank &lt;b&gt;r&amp;0&lt;/b&gt; · weights: 1\.00 GiB", text)
+
+
+def test_ranks_drawing_the_same_stack_keep_their_own_label_and_place() -> None:
+    """A TP group's ranks draw one stack (the SVG shares its markup between them): each column
+    still names its own rank, in every title, and stands at its own x."""
+    result = plans.run_plan(plan_query.plan_from_query({"model": "llama-3.1-8b", "tp": "8"}), with_levers=False)
+    root = _svg(charts.plan_charts(result)["pool"])
+    columns = [g for g in root.iter(f"{SVG}g") if g.get("class") == "column"]
+    assert [c.get("data-rank") for c in columns] == [f"TP{i}" for i in range(8)]
+    places = []
+    for column in columns:
+        rank = column.get("data-rank")
+        titles = [t.text or "" for t in column.iter(f"{SVG}title")]
+        assert len(titles) > 3 and all(t.startswith(f"rank {rank} ") for t in titles)
+        xs = {rect.get("x") for g in column.iter(f"{SVG}g") if g.get("class") == "seg" for rect in g.iter(f"{SVG}rect")}
+        assert len(xs) == 1
+        places.append(float(xs.pop() or 0))
+    assert places == sorted(places) and len(set(places)) == 8

@@ -79,6 +79,11 @@ def _axes(frame: _Frame, labels: Sequence[str], small: bool) -> list[str]:
     return out
 
 
+#: The slots of a column's markup (`_column`): its label, its bars' x and its hover area's x.
+LABEL, X, HIT = 0, 1, 2
+Pieces = list[str | int]
+
+
 class _Trace:
     """One bar trace, read once per figure: its escaped name and the per-rank parts of its segments."""
 
@@ -93,16 +98,23 @@ class _Trace:
         self.sources = trace.get("customdata")
         self.escape = escape
 
-    def segment(self, i: int, value: float, x: str, width: str, y0: float, y1: float, label: str) -> str:
-        """One segment: its rect (outlined where the figure outlines it), hatching, and hover title."""
+    def drawn(self, i: int, value: float) -> tuple[object, ...]:
+        """Everything rank i's segment shows besides its place and label."""
+        return (value, self.sources[i] if self.sources else "", self.strokes and (self.strokes[0][i],
+                self.strokes[1][i]), self.shapes and self.shapes[i])
+
+    def segment(self, i: int, value: float, width: str, y0: float, y1: float) -> Pieces:
+        """One segment, with slots for its X and LABEL: its rect (outlined where the figure
+        outlines it), hatching, and hover title."""
         source = self.escape(self.sources[i]) if self.sources else ""
-        box = f'x="{x}" y="{y1:.1f}" width="{width}" height="{max(y0 - y1, 0.0):.1f}"'
+        box = f'" y="{y1:.1f}" width="{width}" height="{max(y0 - y1, 0.0):.1f}"'
         stroke = ""
         if self.strokes is not None and self.strokes[0][i]:
             stroke = f' stroke="{self.strokes[1][i]}" stroke-width="{self.strokes[0][i]}"'
-        hatch = f'<rect class="hatch" {box} fill="url(#{HATCH_ID})"/>' if self.shapes and self.shapes[i] else ""
-        return (f'<g class="seg"><rect {box} fill="{self.colour}"{stroke}/>{hatch}'
-                f"<title>rank {label} · {self.name}: {value:.2f} GiB ({source})</title></g>")
+        hatch: Pieces = (['<rect class="hatch" x="', X, f'{box} fill="url(#{HATCH_ID})"/>']
+                         if self.shapes and self.shapes[i] else [])
+        return ['<g class="seg"><rect x="', X, f'{box} fill="{self.colour}"{stroke}/>', *hatch,
+                "<title>rank ", LABEL, f" · {self.name}: {value:.2f} GiB ({source})</title></g>"]
 
 
 def _escaper() -> Callable[[object], str]:
@@ -120,26 +132,44 @@ def _escaper() -> Callable[[object], str]:
 
 
 def _columns(frame: _Frame, bars: Sequence[Mapping[str, Any]], labels: Sequence[str], gap: float) -> list[str]:
+    """Each rank's column. Ranks that draw the same stack (a TP group's ranks, typically) share
+    one column's pieces, filled with each one's place and label."""
     width = frame.band * (1 - gap)
-    width_text = f"{width:.1f}"
     escape = _escaper()
     traces = [_Trace(t, escape) for t in bars]
-    hit = f'" y="{frame.top}" width="{frame.band:.1f}" height="{frame.bottom - frame.top}">'
+    drawn: dict[tuple[object, ...], Pieces] = {}  # one figure's columns, by what each draws
     out = []
     for i, raw in enumerate(labels):
-        label = escape(raw)
         values = [float(t.y[i] or 0.0) for t in traces]
-        stack = " · ".join(f"{t.name} {value:.2f}" for t, value in zip(traces, values, strict=True))
-        out.append(f'<g class="column" data-rank="{label}"><rect class="hit" fill="transparent" '
-                   f'x="{frame.left + frame.band * i:.1f}{hit}<title>rank {label} (GiB): {stack}</title></rect>')
-        x = f"{frame.x(i) - width / 2:.1f}"
-        base = 0.0
-        for trace, value in zip(traces, values, strict=True):
-            if value > 0:
-                out.append(trace.segment(i, value, x, width_text, frame.y(base), frame.y(base + value), label))
-            base += value
-        out.append("</g>")
+        key = tuple(t.drawn(i, value) for t, value in zip(traces, values, strict=True))
+        pieces = drawn.get(key)
+        if pieces is None:
+            pieces = drawn[key] = _column(frame, traces, i, values, width)
+        slots = (escape(raw), f"{frame.x(i) - width / 2:.1f}", f"{frame.left + frame.band * i:.1f}")
+        out.append("".join([slots[p] if isinstance(p, int) else p for p in pieces]))
     return out
+
+
+def _column(frame: _Frame, traces: Sequence[_Trace], i: int, values: Sequence[float], width: float) -> Pieces:
+    """Rank i's column, with slots for its LABEL, X (its bars) and HIT (its hover area's x)."""
+    stack = " · ".join(f"{t.name} {value:.2f}" for t, value in zip(traces, values, strict=True))
+    parts: Pieces = ['<g class="column" data-rank="', LABEL, '"><rect class="hit" fill="transparent" x="', HIT,
+                     f'" y="{frame.top}" width="{frame.band:.1f}" height="{frame.bottom - frame.top}">'
+                     "<title>rank ", LABEL, f" (GiB): {stack}</title></rect>"]
+    width_text = f"{width:.1f}"
+    base = 0.0
+    for trace, value in zip(traces, values, strict=True):
+        if value > 0:
+            parts += trace.segment(i, value, width_text, frame.y(base), frame.y(base + value))
+        base += value
+    parts.append("</g>")
+    merged: Pieces = []  # adjacent literal pieces joined: fewer to walk per column
+    for part in parts:
+        if isinstance(part, str) and merged and isinstance(merged[-1], str):
+            merged[-1] += part
+        else:
+            merged.append(part)
+    return merged
 
 
 def _overlays(frame: _Frame, layout: Mapping[str, Any], labels: Sequence[str]) -> list[str]:
