@@ -109,6 +109,7 @@ def result_to_dict(result: PlanResult, levers: list[JSON] | None = None) -> JSON
     adm, rkv, plan = result.admission, result.rkv, result.plan
     ranks = ranks_json(result)
     grouped = ranks["ranks_form"] == "grouped"
+    pairs = plan_flags(result)  # `flags` and `vllm_args`: one list of (flag, value) pairs
     shape = plan.model.shape
     return {
         "core_version": __version__,
@@ -200,8 +201,8 @@ def result_to_dict(result: PlanResult, levers: list[JSON] | None = None) -> JSON
         "kv_offload_env": offload_env(plan.engine.kv_offload, plan.layout.tp * plan.layout.pp, result.rules.version),
         "prefix_pool": prefix_json(result.prefix),
         "dp_layout": dp_json(result),
-        "flags": flags(result),
-        "vllm_args": [{"flag": flag, "value": value} for flag, value in plan_flags(result)],
+        "flags": flag_strings(pairs),
+        "vllm_args": [{"flag": flag, "value": value} for flag, value in pairs],
         **warnings_json(result, MAX_WARNINGS if grouped else None),
         "explain": explain(result),
         "levers": levers if levers is not None else [],
