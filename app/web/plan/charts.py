@@ -308,8 +308,15 @@ def levers_figure(levers: Sequence[Mapping[str, Any]], base_starts: bool = True)
     return {"data": [trace], "layout": layout}
 
 
-def plan_charts(result: Mapping[str, Any]) -> dict[str, Figure]:
-    """Every chart of the plan page, keyed by the chart element's name."""
+def notable_ranks(result: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
+    """The ranks a plan too large for one bar each shows (`representative_ranks`); None: every rank."""
+    ranks: Sequence[Mapping[str, Any]] = result.get("ranks") or []
+    return representative_ranks(ranks, result.get("binding_rank")) if len(ranks) > MAX_BARS else None
+
+
+def plan_charts(result: Mapping[str, Any], notable: list[Mapping[str, Any]] | None = None) -> dict[str, Figure]:
+    """Every chart of the plan page, keyed by the chart element's name (`notable`: the plan's
+    `notable_ranks`, when the caller has them already)."""
     ranks: list[Mapping[str, Any]] = list(result.get("ranks") or [])
     binding = result.get("binding_rank")
     inside = result.get("cuda_graphs_in_budget") is not False
@@ -319,7 +326,8 @@ def plan_charts(result: Mapping[str, Any]) -> dict[str, Figure]:
             charts["pool"] = pool_figure(ranks, binding, graphs_in_budget=inside)
         else:
             title = "Binding, median and largest-KV ranks"
-            charts["pool"] = pool_figure(representative_ranks(ranks, binding), binding, title, inside)
+            picks = notable if notable is not None else representative_ranks(ranks, binding)
+            charts["pool"] = pool_figure(picks, binding, title, inside)
             charts["dist"] = kv_histogram_of(result) or kv_histogram(ranks, binding)
     levers = list(result.get("levers") or [])
     if levers:

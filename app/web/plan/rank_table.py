@@ -43,17 +43,21 @@ class RankRow:
     starts: str
 
 
-def rank_table(result: Mapping[str, Any]) -> tuple[list[RankRow], str]:
+def rank_table(
+    result: Mapping[str, Any], representative: list[Mapping[str, Any]] | None = None
+) -> tuple[list[RankRow], str]:
     """Display rows of the rank table (cells as text + source) and a note.
 
-    Every rank up to MAX_BARS, else the notable ones: binding, median, largest-KV, not starting.
+    Every rank up to MAX_BARS, else the notable ones: binding, median, largest-KV (the plan's
+    `charts.notable_ranks`, passed as `representative` when the caller has them), not starting.
     """
     ranks: list[Mapping[str, Any]] = list(result["ranks"])
     note = ""
     if result.get("ranks_form") == "grouped":
         return _group_rows(result), _group_note(result)
     if len(ranks) > charts.MAX_BARS:
-        notable = charts.representative_ranks(ranks, result.get("binding_rank"))
+        notable = list(representative if representative is not None
+                       else charts.representative_ranks(ranks, result.get("binding_rank")))
         notable += [r for r in ranks if not r.get("will_start") and all(r is not n for n in notable)][:20]
         note = (f"{len(notable)} of {len(ranks):,} ranks shown: the binding, median and largest-KV ranks and any "
                 "that will not start. The JSON twin lists every rank.")
