@@ -120,12 +120,12 @@ def _rank_blocks(kvs: Sequence[int], rkv: RankKV, policy: AdmissionPolicy) -> tu
 
 
 def _binding(labels: Sequence[str], kvs: Sequence[int], blocks: Sequence[int]) -> tuple[str | None, int, int]:
-    """The first rank with the fewest blocks and, among those, the least KV: (label, kv, blocks)."""
+    """The first rank with the fewest blocks and, among those, the least KV: (label, kv, blocks).
+    A rank's blocks never fall as its KV rises (`_rank_blocks`), so that is the first rank with the least KV."""
     if not blocks:
         return None, 0, 0
-    fewest = min(blocks)
-    i = min((i for i, b in enumerate(blocks) if b == fewest), key=kvs.__getitem__)
-    return labels[i], kvs[i], fewest
+    i = kvs.index(min(kvs))
+    return labels[i], kvs[i], blocks[i]
 
 
 def admit(kv_by_rank: tuple[tuple[str, int], ...], rkv: RankKV, policy: AdmissionPolicy) -> Admission:
@@ -169,7 +169,7 @@ def admit_columns(labels: Sequence[str], kvs: Sequence[int], rkv: RankKV, policy
         per_request_bytes=per_req_bytes,
         fits_max_model_len=fits,
         largest_max_model_len=rkv.largest_max_model_len(check_kv, policy.max_num_batched_tokens),
-        stranded_bytes=sum([kv - floor_kv for kv in kvs if kv > floor_kv]),
+        stranded_bytes=_stranded(kvs, floor_kv, min_kv),
         usable_blocks=usable,
         servable_max_model_len=fits and per_req_blocks <= usable,
         null_block_in_check=policy.null_block_in_check,
@@ -186,15 +186,27 @@ def _binding_limit(fits: bool, ceiling: int | None, max_num_seqs: int) -> tuple[
     return "max_num_seqs", max_num_seqs
 
 
+def _stranded(kvs: Sequence[int], floor_kv: int, min_kv: int) -> int:
+    """Σ (kv − floor) over the ranks above the floor; when the floor is the least KV every rank is at
+    or above it, so the sum runs over all (one C-level `sum`)."""
+    if floor_kv == min_kv:
+        return sum(kvs) - floor_kv * len(kvs)
+    return sum([kv - floor_kv for kv in kvs if kv > floor_kv])
+
+
 def _reason(labels: Sequence[str], blocks: Sequence[int], label: str | None, min_blocks: int) -> str:
     if label is None:
         return "no ranks"
     if len(labels) == 1:
         return f"rank {label} is the only rank: {min_blocks:,} blocks"
-    others = [b for lb, b in zip(labels, blocks, strict=True) if lb != label]
-    if all(b == min_blocks for b in others):
+    if labels.count(label) == 1:  # the other ranks: every position but the binding one's
+        at = labels.index(label)
+        others: Sequence[int] = [*blocks[:at], *blocks[at + 1:]]
+    else:
+        others = [b for lb, b in zip(labels, blocks, strict=True) if lb != label]
+    if not others or max(others) == min_blocks:  # no rank has fewer than min_blocks
         return f"all ranks have {min_blocks:,} blocks; rank {label} is the first with the fewest"
     return (
         f"rank {label} has the fewest blocks ({min_blocks:,}); vLLM gives every worker the minimum, "
-        f"the next smallest rank has {min(b for b in others):,}"
+        f"the next smallest rank has {min(others):,}"
     )

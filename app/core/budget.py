@@ -7,6 +7,7 @@ whole pages; stranded_i = safe_i − uniform. Ranks are never summed.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -62,27 +63,30 @@ def uniform_budget(rooms: tuple[tuple[str, int], ...], reserve_bytes: int, rkv: 
 
 
 def uniform_budget_columns(
-    labels: Sequence[str], rooms: Sequence[int], reserve_bytes: int, rkv: RankKV
+    labels: Sequence[str], rooms: Sequence[int], reserve_bytes: int, rkv: RankKV, ordered: Sequence[int] | None = None
 ) -> UniformBudget | None:
-    """`uniform_budget` over columns (labels and KV rooms per rank); `ranks` made on demand."""
+    """`uniform_budget` over columns (labels and KV rooms per rank); `ranks` made on demand.
+    `ordered`: the rooms already sorted (a tick sorts its KV column once, `RankLedgers.kv_order`)."""
     if not rooms:
         return None
-    low = min(rooms)
+    ordered = sorted(rooms) if ordered is None else ordered
+    low = ordered[0]
     binding_label = labels[rooms.index(low)]  # the first with the least safe bytes (safe = room − reserve)
     min_safe = low - reserve_bytes
     page = rkv.page_bytes
     uniform = max(0, min_safe) // page * page if page > 0 else max(0, min_safe)
     blocks = rkv.blocks_for(uniform)
     over = uniform + reserve_bytes  # safe > uniform ⇔ room > uniform + reserve
-    median = _median_minus(sorted(rooms), reserve_bytes)
+    median = _median_minus(ordered, reserve_bytes)
+    above = bisect_right(ordered, over)  # the rooms above `over` are the sorted tail
     return UniformBudget(
         kv_cache_memory_bytes=uniform,
         blocks=blocks,
         tokens=rkv.tokens_for_blocks(blocks),
-        stranded_bytes=sum([room - over for room in rooms if room > over]),
+        stranded_bytes=sum(ordered[above:]) - over * (len(ordered) - above),  # Σ (room − over) over room > over
         min_bytes=min_safe,
         median_bytes=int(median),
-        max_bytes=max(rooms) - reserve_bytes,
+        max_bytes=ordered[-1] - reserve_bytes,
         min_over_median=(min_safe / median) if median > 0 else None,
         binding_rank=binding_label,
         ranks=RankBudgets(labels, rooms, reserve_bytes, uniform),
@@ -90,7 +94,7 @@ def uniform_budget_columns(
     )
 
 
-def _median_minus(ordered: list[int], reserve: int) -> float | int:
+def _median_minus(ordered: Sequence[int], reserve: int) -> float | int:
     """``statistics.median([r − reserve for r in rooms])`` from the sorted rooms (the same value:
     subtracting a constant keeps the order, and the mean of the two middle values is taken the same way)."""
     n = len(ordered)

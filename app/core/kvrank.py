@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import floordiv, mul
 
 from app.core.errors import InputError
 from app.core.layers import STATE_KINDS, LayerKind
@@ -114,6 +116,8 @@ class RankKV:
         if self.kv_bytes_per_token <= 0 or self.page_bytes <= 0 or not self.groups:
             return [None] * len(kv_bytes)
         per, div = self.block_size * self.dcp, self.page_bytes * self.n_groups
+        if kv_bytes and min(kv_bytes) > 0:  # no rank short of KV: C-level passes, the same formula
+            return list(map(floordiv, map(mul, kv_bytes, repeat(per)), repeat(div)))
         return [kv * per // div if kv > 0 else 0 for kv in kv_bytes]
 
     def tokens_column(self, blocks: Sequence[int]) -> list[int]:
@@ -121,6 +125,8 @@ class RankKV:
         if not self.groups:
             return [0] * len(blocks)
         groups, per = self.n_groups, self.block_size * self.dcp
+        if blocks and min(blocks) > 0:
+            return list(map(mul, map(floordiv, blocks, repeat(groups)), repeat(per)))
         return [b // groups * per if b > 0 else 0 for b in blocks]
 
     def per_request_blocks(self, max_model_len: int, max_num_batched_tokens: int) -> int:

@@ -8,7 +8,6 @@ warnings in plain words. Everything is pure and deterministic.
 from __future__ import annotations
 
 import functools
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -31,9 +30,10 @@ from app.core.prefix_pool import PrefixPool, prefix_pool
 from app.core.rank_columns import (
     RankColumns,
     columns_for,
-    frees_of,
+    free_spread,
     known_rooms,
     kv_column,
+    kv_order,
     labels_of,
     rank_columns,
     with_problems,
@@ -295,7 +295,9 @@ def compute(plan: PlanInput, rkv: RankKV | None = None) -> PlanResult:
         override_in_check=rules.override_in_check,
     )
     admission = admit_columns(columns.labels, ledgers.kv_bytes, rkv, policy)
-    budget = uniform_budget_columns(*known_rooms(ledgers), plan.policy.operating_reserve_bytes, rkv)
+    labels, rooms = known_rooms(ledgers)
+    ordered = kv_order(ledgers)[1] if rooms is ledgers.kv_bytes else None  # every KV known: the rooms sorted once
+    budget = uniform_budget_columns(labels, rooms, plan.policy.operating_reserve_bytes, rkv, ordered)
     layout, engine = plan.layout, plan.engine
     link = plan.node.host_link if plan.node is not None else "pcie"
     tiers = kv_tiers(rkv, admission.blocks, layout.tp * layout.pp, engine.kv_offload, link)
@@ -443,8 +445,8 @@ def _largest_servable(result: PlanResult) -> int:
 
 def _spread_warnings(result: PlanResult) -> list[Warning]:
     out: list[Warning] = []
-    frees = frees_of(result.ledgers)
-    if len(frees) > 1 and max(frees) - min(frees) > result.plan.policy.free_spread_threshold_bytes:
+    spread = free_spread(result.ledgers)
+    if spread is not None and spread > result.plan.policy.free_spread_threshold_bytes:
         engine, rules = result.plan.engine, result.rules
         message = free_gap_message(result.ledgers, rules.free_memory_preflight, engine.gpu_memory_utilization,
                                    engine.kv_cache_memory_bytes, rules.label)
@@ -452,16 +454,24 @@ def _spread_warnings(result: PlanResult) -> list[Warning]:
             out.append(Warning("free_memory_spread", *message))
     kvs = kv_column(result.ledgers)
     if len(kvs) >= 3:
-        median = statistics.median(kvs)
-        labels = labels_of(result.ledgers)
-        for label, kv in zip(labels, kvs, strict=True):
-            if median > 0 and abs(kv - median) > 0.1 * median:
-                out.append(
-                    Warning(
-                        "rank_outlier",
-                        f"rank {label} has {fmt_bytes(kv)} of KV, far from the median {fmt_bytes(int(median))}",
-                        label,
+        ordered = kv_order(result.ledgers)[1]
+        median = _sorted_median(ordered)
+        # |kv − median| is largest at the two ends: when neither is an outlier, no rank is
+        if median > 0 and max(median - ordered[0], ordered[-1] - median) > 0.1 * median:
+            labels = labels_of(result.ledgers)
+            for label, kv in zip(labels, kvs, strict=True):
+                if abs(kv - median) > 0.1 * median:
+                    out.append(
+                        Warning(
+                            "rank_outlier",
+                            f"rank {label} has {fmt_bytes(kv)} of KV, far from the median {fmt_bytes(int(median))}",
+                            label,
+                        )
                     )
-                )
     return out
 
+
+def _sorted_median(ordered: Sequence[int]) -> float | int:
+    """``statistics.median`` of values already sorted (the same value, the same arithmetic)."""
+    n = len(ordered)
+    return ordered[n // 2] if n % 2 == 1 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2

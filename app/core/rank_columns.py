@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from operator import lt, sub
 from typing import Any
 
@@ -142,17 +143,23 @@ class RankLedgers(LazyRows[RankLedger]):
     """Every rank's ledger: the KV and requested bytes as lists, the `RankLedger`s made on demand.
 
     Equal (as a sequence) to ``ledger.work_out(ranks, rules)``; `slow` holds the ranks the
-    ledger worked out itself (every one whose ledger found a problem is among them)."""
+    ledger worked out itself (every one whose ledger found a problem is among them); `inside`
+    is the column `work_out_columns` subtracted from the request (``kv = requested − inside``
+    for every rank), None when the ledger worked every rank out itself."""
 
-    __slots__ = ("_items", "_notes", "columns", "kv_bytes", "requested", "slow", "sources")
+    __slots__ = ("_items", "_notes", "_order", "_sorted", "columns", "inside", "kv_bytes", "requested", "slow",
+                 "sources")  # fmt: skip
 
     def __init__(self, columns: RankColumns, requested: Sequence[int | None], kv_bytes: list[int],
-                 slow: dict[int, RankLedger], sources: tuple[Source, ...] = ()) -> None:  # fmt: skip
+                 slow: dict[int, RankLedger], sources: tuple[Source, ...] = (),
+                 inside: Sequence[int] | None = None) -> None:  # fmt: skip
         self.columns, self.requested, self.kv_bytes, self.slow = columns, requested, kv_bytes, slow
         self._items: list[RankLedger | None] = [None] * len(kv_bytes)
         for i, lg in slow.items():
             self._items[i] = lg
-        self.sources, self._notes = sources, columns.kv_notes
+        self.sources, self._notes, self.inside = sources, columns.kv_notes, inside
+        self._order: Sequence[int] | None = None
+        self._sorted: Sequence[int] = ()
 
     def __len__(self) -> int:
         return len(self.kv_bytes)
@@ -166,7 +173,6 @@ class RankLedgers(LazyRows[RankLedger]):
             found = self._items[i] = RankLedger(self.columns.ranks[i], self.requested[i], kv, True)
         return found
 
-
     @property
     def will_start(self) -> bool:
         """Whether every rank starts (only a rank the ledger worked out itself can fail to)."""
@@ -175,6 +181,29 @@ class RankLedgers(LazyRows[RankLedger]):
     def with_problems(self) -> list[RankLedger]:
         """The ledgers with problems, in rank order."""
         return [self.slow[i] for i in sorted(self.slow) if self.slow[i].problems]
+
+    def kv_order(self) -> tuple[Sequence[int], Sequence[int]]:
+        """(positions stably by KV, the KV bytes in that order): ``sorted(range(n), key=kv)`` and
+        ``sorted(kv)``, worked out once per tick. With one GPU total every rank asks the same
+        ``requested``, so ``kv = requested − inside`` orders the ranks as ``inside`` does, reversed,
+        whatever the knob: that order is made once per set of ranks (the columns' memo) and a tick
+        only subtracts (``sorted(..., reverse=True)`` keeps equal values in position order)."""
+        if self._order is None:
+            n, inside, columns = len(self.kv_bytes), self.inside, self.columns
+            if inside is not None and n and len(columns.distinct_totals) == 1:
+                key = "kv-order" if inside is columns.inside else "kv-order-no-graphs"
+                found: tuple[tuple[int, ...], tuple[int, ...]] | None = columns.memo.get(key)
+                if found is None:
+                    order = tuple(sorted(range(n), key=inside.__getitem__, reverse=True))
+                    found = columns.memo[key] = (order, tuple(map(inside.__getitem__, order)))
+                asked = self.requested[0]
+                assert asked is not None  # the tight loop gives every rank its request
+                self._order, self._sorted = found[0], list(map(sub, repeat(asked, n), found[1]))
+            else:
+                kv = self.kv_bytes
+                self._order = sorted(range(n), key=kv.__getitem__)
+                self._sorted = list(map(kv.__getitem__, self._order))
+        return self._order, self._sorted
 
 
 def work_out_columns(columns: RankColumns, rules: LedgerRules) -> RankLedgers:
@@ -192,11 +221,12 @@ def work_out_columns(columns: RankColumns, rules: LedgerRules) -> RankLedgers:
     asked = {t: -(-t * num // den) if ceil else t * num // den for t in columns.distinct_totals}
     requested = list(map(asked.__getitem__, totals))
     in_budget = rules.cuda_graphs_in_budget
-    kv = list(map(sub, requested, columns.inside if in_budget else columns.inside_no_graphs))
+    inside = columns.inside if in_budget else columns.inside_no_graphs
+    kv = list(map(sub, requested, inside))
     slow = _problem_ranks(columns, rules, requested, kv)
     ledgers = {i: work_out_rank(ranks[i], rules, ratio) for i in slow}
     sources = columns.kv_sources if in_budget else columns.kv_sources_no_graphs
-    return RankLedgers(columns, requested, kv, ledgers, sources)
+    return RankLedgers(columns, requested, kv, ledgers, sources, inside)
 
 
 def _problem_ranks(columns: RankColumns, rules: LedgerRules, requested: list[int], kv: list[int]) -> list[int]:
@@ -216,6 +246,29 @@ def _problem_ranks(columns: RankColumns, rules: LedgerRules, requested: list[int
 def kv_column(ledgers: Sequence[RankLedger]) -> Sequence[int]:
     """Every rank's KV bytes, without making a ledger per rank when they are `RankLedgers`."""
     return ledgers.kv_bytes if isinstance(ledgers, RankLedgers) else [lg.kv.bytes for lg in ledgers]
+
+
+def kv_order(ledgers: Sequence[RankLedger]) -> tuple[Sequence[int], Sequence[int]]:
+    """(positions stably by KV, the KV bytes sorted), without a ledger per rank when they are `RankLedgers`."""
+    if isinstance(ledgers, RankLedgers):
+        return ledgers.kv_order()
+    kv = kv_column(ledgers)
+    order = sorted(range(len(kv)), key=kv.__getitem__)
+    return order, [kv[i] for i in order]
+
+
+def free_spread(ledgers: Sequence[RankLedger]) -> int | None:
+    """max − min of the free memory at start over the ranks that state it (None for fewer than two);
+    free memory does not move with a knob, so `RankLedgers` work it out once per set of ranks."""
+    if not isinstance(ledgers, RankLedgers):
+        frees = frees_of(ledgers)
+        return max(frees) - min(frees) if len(frees) > 1 else None
+    memo = ledgers.columns.memo
+    if "free-spread" not in memo:
+        frees = frees_of(ledgers)
+        memo["free-spread"] = max(frees) - min(frees) if len(frees) > 1 else None
+    found: int | None = memo["free-spread"]
+    return found
 
 
 def all_start(ledgers: Sequence[RankLedger]) -> bool:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Sequence
 from itertools import repeat
@@ -96,25 +97,37 @@ def group_json(members: Sequence[int], index_in_ranks: int) -> JSON:
     }
 
 
-def spread(values: Sequence[int | None]) -> JSON | None:
+def spread(values: Sequence[int | None], ordered: Sequence[int] | None = None) -> JSON | None:
     """min / median (as an integer, as the uniform budget's) / max of the known values, and how
-    many are known; None when none is."""
+    many are known; None when none is. `ordered`: the values already sorted (all known)."""
+    if ordered is not None:
+        if not ordered:
+            return None
+        n = len(ordered)
+        median = ordered[n // 2] if n % 2 == 1 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2  # statistics.median
+        return {"min": ordered[0], "median": int(median), "max": ordered[-1], "known": n}
     known = [v for v in values if v is not None] if None in values else cast("Sequence[int]", values)
     if not known:
         return None
     return {"min": min(known), "median": int(statistics.median(known)), "max": max(known), "known": len(known)}
 
 
-def histogram(values: Sequence[int], max_bins: int = 40) -> JSON | None:
+def histogram(values: Sequence[int], max_bins: int = 40, ordered: Sequence[int] | None = None) -> JSON | None:
     """Counts of `values` in equal bins from their min to their max (√n bins, at most `max_bins`;
-    one bin when all are equal); the last bin holds the max."""
+    one bin when all are equal); the last bin holds the max. `ordered`: the values sorted, whose
+    bins are then found by bisection (a value's bin never falls as the value rises)."""
     if not values:
         return None
-    low, high = min(values), max(values)
+    low, high = (ordered[0], ordered[-1]) if ordered is not None else (min(values), max(values))
     bins = max(1, min(max_bins, math.ceil(math.sqrt(len(values))))) if high > low else 1
     if bins == 1:
         return {"low_bytes": low, "high_bytes": high, "counts": [len(values)]}
     scale = bins / (high - low)
+    if ordered is not None:
+        # the first position of each bin b ≥ 1 (int((v − low) × scale) ≥ b); bins past the last go to the last
+        starts = [0, *(bisect_left(ordered, b, key=lambda v: int((v - low) * scale)) for b in range(1, bins)),
+                  len(ordered)]  # fmt: skip
+        return {"low_bytes": low, "high_bytes": high, "counts": list(map(sub, starts[1:], starts[:-1]))}
     found = Counter(map(int, map(mul, map(sub, values, repeat(low)), repeat(scale))))  # int((v − low) × scale)
     counts = [found.get(b, 0) for b in range(bins)]
     counts[-1] += sum(c for b, c in found.items() if b >= bins)  # the max's own bin: min(index, bins − 1)

@@ -17,7 +17,7 @@ from app.core.admission import RankAdmissions
 from app.core.budget import RankBudgets, UniformBudget
 from app.core.ledger import Cell, RankLedger
 from app.core.plan import PlanResult
-from app.core.rank_columns import RankColumns, RankLedgers, index_of, inputs_of, kv_column
+from app.core.rank_columns import RankColumns, RankLedgers, index_of, inputs_of, kv_column, kv_order
 from app.core.rank_groups import FULL_RANKS_MAX, MAX_GROUPS, group_indexes, group_json, histogram, shown_groups, spread
 from app.core.vllm_flags import uniform_budget_flag
 
@@ -133,8 +133,9 @@ def _budget_ranks(budget: UniformBudget, labels: set[str] | None) -> list[JSON]:
     ]  # fmt: skip
 
 
-def _distribution(result: PlanResult, kvs: Sequence[int], binding: int | None) -> JSON:
+def _distribution(result: PlanResult, binding: int | None) -> JSON:
     ledgers = result.ledgers
+    order, ordered = kv_order(ledgers)
     memo: dict[str, Any] = ledgers.columns.memo if isinstance(ledgers, RankLedgers) else {}
     if "spreads" not in memo:  # free and total memory do not move with a knob: once per set of ranks
         inputs = inputs_of(ledgers)
@@ -142,13 +143,27 @@ def _distribution(result: PlanResult, kvs: Sequence[int], binding: int | None) -
     frees, totals = memo["spreads"]
     return {
         "ranks": len(ledgers),
-        "kv_bytes": spread(kvs),
-        "kv_bytes_histogram": histogram(kvs),
+        "kv_bytes": spread(ordered, ordered),
+        "kv_bytes_histogram": histogram(ordered, ordered=ordered),
         "free_at_start_bytes": frees,
         "total_bytes": totals,
         "binding_rank": result.admission.binding_rank,
         "binding_index": binding,
+        # the full form's binding, median-KV and largest-KV ranks, as the page's charts pick them
+        "representative_indexes": _representatives(order, binding) if len(ledgers) <= FULL_RANKS_MAX else None,
     }
+
+
+def _representatives(order: Sequence[int], binding: int | None) -> list[int]:
+    """Positions of the binding rank (else the least-KV one), the median-KV and the largest-KV rank,
+    distinct and in that order (`order`: positions stably by KV)."""
+    if not order:
+        return []
+    picks: list[int] = []
+    for i in (order[0] if binding is None else binding, order[len(order) // 2], order[-1]):
+        if i not in picks:
+            picks.append(i)
+    return picks
 
 
 def ranks_json(result: PlanResult) -> JSON:
@@ -157,7 +172,7 @@ def ranks_json(result: PlanResult) -> JSON:
     ledgers, adm = result.ledgers, result.admission
     binding = index_of(ledgers, adm.binding_rank)
     kvs = kv_column(ledgers)
-    out: JSON = {"rank_distribution": _distribution(result, kvs, binding), "binding_index": binding}
+    out: JSON = {"rank_distribution": _distribution(result, binding), "binding_index": binding}
     if len(ledgers) <= FULL_RANKS_MAX:
         out["ranks"] = _full_ranks(result)
         return {**out, "ranks_form": "full", "rank_groups": None, "rank_groups_omitted": 0}

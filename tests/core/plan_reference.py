@@ -21,6 +21,7 @@ from app.core.plan import _live_with_lookahead as live_with_lookahead
 from app.core.prefix_pool import prefix_pool
 from app.core.rank_groups import FULL_RANKS_MAX, group_indexes, group_json, histogram, shown_groups, spread
 from app.core.report_ranks import _extras_json, rank_json
+from app.core.units import fmt_bytes
 from app.core.versions import rules_for
 
 JSON = dict[str, Any]
@@ -156,6 +157,7 @@ def ranks_json(result: PlanResult) -> JSON:
             "free_at_start_bytes": spread([_val(lg.inp.free_at_start) for lg in ledgers]),
             "total_bytes": spread([_val(lg.inp.total) for lg in ledgers]),
             "binding_rank": adm.binding_rank, "binding_index": binding,
+            "representative_indexes": representatives(kvs, binding) if len(ledgers) <= FULL_RANKS_MAX else None,
         },
         "binding_index": binding,
     }  # fmt: skip
@@ -182,6 +184,32 @@ def ranks_json(result: PlanResult) -> JSON:
     out["rank_groups"] = [group_json(members, j) for j, (_, members) in enumerate(shown)]
     out["rank_groups_omitted"] = len(groups) - len(shown)
     return {**out, "ranks_form": "grouped"}
+
+
+def representatives(kvs: list[int], binding: int | None) -> list[int]:
+    """app.web.plan.charts.representative_ranks (at 8855274) on positions: the binding rank (else the
+    first by KV), the median-KV and the largest-KV rank by a stable sort, distinct, in that order."""
+    if not kvs:
+        return []
+    by_kv = sorted(range(len(kvs)), key=lambda i: float(kvs[i]))
+    picks: list[int] = []
+    for i in (by_kv[0] if binding is None else binding, by_kv[len(by_kv) // 2], by_kv[-1]):
+        if all(i != p for p in picks):
+            picks.append(i)
+    return picks
+
+
+def spread_warnings(result: PlanResult) -> list[tuple[str, str, str | None]]:
+    """app.core.plan._spread_warnings's rank outliers at 8855274: every rank tested against the median."""
+    kvs = [lg.kv.bytes for lg in result.ledgers]
+    out: list[tuple[str, str, str | None]] = []
+    if len(kvs) >= 3:
+        median = statistics.median(kvs)
+        for lg, kv in zip(result.ledgers, kvs, strict=True):
+            if median > 0 and abs(kv - median) > 0.1 * median:
+                out.append(("rank_outlier", f"rank {lg.label} has {fmt_bytes(kv)} of KV, far from the median "
+                            f"{fmt_bytes(int(median))}", lg.label))  # fmt: skip
+    return out
 
 
 def budget_ranks(budget: UniformBudget, labels: set[str] | None) -> list[JSON]:

@@ -196,3 +196,52 @@ def test_columns_group_equal_ranks_whatever_the_objects() -> None:
     assert cols.groups == ((0, 1, 3), (2,))
     assert cols.group_of == (0, 0, 1, 0)
     assert rank_kv_uniform(4096, 16).page_bytes > 0
+
+
+def _one_total_plan(seed: int, n: int) -> PlanInput:
+    """n distinct measured ranks of one GPU model (as a cluster import gives): every rank has the same
+    total, so a tick's KV order is the prepared one (`RankLedgers.kv_order`); some ranks tie."""
+    rng = random.Random(seed)
+    total = Cell(80 * GIB, "measured")
+    ranks: list[RankInput] = []
+    for i in range(n):
+        tie = ranks and rng.random() < 0.1  # equal rows under another label: equal KV, order by position
+        ranks.append(replace(rng.choice(ranks), label=f"n{i}") if tie else RankInput(
+            f"n{i}", total=total, free_at_start=Cell(total.bytes - rng.randint(0, 3 * GIB), "measured"),
+            weights=Cell(rng.randint(20 * GIB, 60 * GIB), "measured"),
+            non_torch=Cell(rng.randint(0, 2 * GIB), "measured"),
+            cuda_graphs=_cell(rng, 0, 2 * GIB, 0.2), activation=_cell(rng, 0, 8 * GIB, 0.05),
+        ))  # fmt: skip
+    engine = Engine(0.9, "auto", 16, rng.choice((4096, 32768)), 8192, 256)
+    policy = Policy(growth_reserve=0.08, operating_reserve_bytes=rng.choice((0, GIB)), avg_live_tokens=4000)
+    model = ModelInput(kv_bytes_per_token=rng.choice((81_920, 327_680)))
+    return PlanInput(model, Layout(tp=1, dp=n), engine, policy, tuple(ranks), rng.choice(VERSIONS))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32), st.integers(1, 1100), st.lists(st.integers(30, 99), min_size=1, max_size=4))
+def test_one_total_ticks_equal_the_per_rank_computation(seed: int, n: int, utils: list[int]) -> None:
+    """Ticks on one prepared base of distinct ranks with one total (the KV order made once, then
+    only subtracted): the whole result equals the per-rank computation's, and the rank-outlier
+    warnings (tested only at the two ends of the sorted KV now) equal testing every rank."""
+    base = with_columns(_one_total_plan(seed, n))
+    for util in utils:
+        plan = replace(base, engine=replace(base.engine, gpu_memory_utilization=util / 100))
+        _same_as_reference(plan)
+        got = compute(plan)
+        outliers = [(w.code, w.message, w.rank) for w in got.warnings if w.code == "rank_outlier"]
+        assert outliers == reference.spread_warnings(reference.compute(plan))
+        assert isinstance(got.ledgers, RankLedgers)
+        order, ordered = got.ledgers.kv_order()
+        kvs = [lg.kv.bytes for lg in got.ledgers]
+        assert list(order) == sorted(range(n), key=kvs.__getitem__) and list(ordered) == sorted(kvs)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-(2**40), 2**45), min_size=1, max_size=3000), st.integers(1, 60))
+def test_histogram_and_spread_from_sorted_values_equal_the_unsorted_count(values: list[int], bins: int) -> None:
+    from app.core.rank_groups import histogram, spread
+
+    ordered = sorted(values)
+    assert histogram(ordered, bins, ordered=ordered) == histogram(values, bins)
+    assert spread(ordered, ordered) == spread(values)

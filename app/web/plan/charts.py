@@ -198,6 +198,16 @@ def representative_ranks(
     return picks
 
 
+def representatives_of(result: Mapping[str, Any], ranks: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """`representative_ranks` as the core picked them from its sorted KV column
+    (`rank_distribution.representative_indexes`); worked out here for a result without them."""
+    dist = result.get("rank_distribution")
+    picks = dist.get("representative_indexes") if isinstance(dist, Mapping) else None
+    if isinstance(picks, list) and picks and all(type(i) is int and 0 <= i < len(ranks) for i in picks):
+        return [ranks[i] for i in picks]
+    return representative_ranks(ranks, result.get("binding_rank"))
+
+
 def kv_histogram(ranks: Sequence[Mapping[str, Any]], binding_rank: object, max_bins: int = 40) -> Figure:
     """A histogram of KV GiB per rank (bins computed here), with the binding rank's bin marked."""
     kv_gib = [_num(r.get("kv_bytes")) / GIB for r in ranks]
@@ -311,7 +321,7 @@ def levers_figure(levers: Sequence[Mapping[str, Any]], base_starts: bool = True)
 def notable_ranks(result: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
     """The ranks a plan too large for one bar each shows (`representative_ranks`); None: every rank."""
     ranks: Sequence[Mapping[str, Any]] = result.get("ranks") or []
-    return representative_ranks(ranks, result.get("binding_rank")) if len(ranks) > MAX_BARS else None
+    return representatives_of(result, ranks) if len(ranks) > MAX_BARS else None
 
 
 def plan_charts(result: Mapping[str, Any], notable: list[Mapping[str, Any]] | None = None) -> dict[str, Figure]:
@@ -326,7 +336,7 @@ def plan_charts(result: Mapping[str, Any], notable: list[Mapping[str, Any]] | No
             charts["pool"] = pool_figure(ranks, binding, graphs_in_budget=inside)
         else:
             title = "Binding, median and largest-KV ranks"
-            picks = notable if notable is not None else representative_ranks(ranks, binding)
+            picks = notable if notable is not None else representatives_of(result, ranks)
             charts["pool"] = pool_figure(picks, binding, title, inside)
             charts["dist"] = kv_histogram_of(result) or kv_histogram(ranks, binding)
     levers = list(result.get("levers") or [])

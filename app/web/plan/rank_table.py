@@ -56,8 +56,7 @@ def rank_table(
     if result.get("ranks_form") == "grouped":
         return _group_rows(result), _group_note(result)
     if len(ranks) > charts.MAX_BARS:
-        notable = list(representative if representative is not None
-                       else charts.representative_ranks(ranks, result.get("binding_rank")))
+        notable = list(representative if representative is not None else charts.representatives_of(result, ranks))
         notable += [r for r in ranks if not r.get("will_start") and all(r is not n for n in notable)][:20]
         note = (f"{len(notable)} of {len(ranks):,} ranks shown: the binding, median and largest-KV ranks and any "
                 "that will not start. The JSON twin lists every rank.")
