@@ -188,17 +188,31 @@ def engine_defaults(doc: object, prepared: Prepared | None = None) -> dict[str, 
     `prepared`, the validated document before its what-if is reused."""
     if prepared is not None and isinstance(doc, Mapping):
         whatif = validate_whatif(doc.get("whatif"))
-        made = prepared.cache.get_or_make(("doc", prepared.key), lambda: _logged(_without_whatif(doc)), _weight)
-        assert isinstance(made, PlanDocument)
-        validated, whatif = made, _merged(made.whatif, whatif)
+        made = prepared.cache.get_or_make(("doc", prepared.key), lambda: _settled(_without_whatif(doc)), _weight)
+        assert isinstance(made, SettledDocument)
+        (util, mnbt, _, _), whatif = made.settings, _merged(made.doc.whatif, whatif)
     else:
         validated = _logged(doc)
         whatif = validated.whatif
-    util, mnbt, _, _ = engine_settings(validated)
+        util, mnbt, _, _ = engine_settings(validated)
     if whatif is not None:
         util = whatif.gpu_memory_utilization or util
         mnbt = whatif.max_num_batched_tokens or mnbt
     return {"engine.gpu_memory_utilization": util, "engine.max_num_batched_tokens": float(mnbt)}
+
+
+@dataclass(frozen=True)
+class SettledDocument:
+    """A validated document before its what-if and its `engine_settings` (a pure function of it:
+    a tick on a prepared base neither re-validates it nor scans its ranks for the GPU total)."""
+
+    doc: PlanDocument
+    settings: tuple[float, int, int, str]
+
+
+def _settled(doc: object) -> SettledDocument:
+    validated = _logged(doc)
+    return SettledDocument(validated, engine_settings(validated))
 
 
 def _logged(doc: object) -> PlanDocument:
@@ -286,8 +300,8 @@ def _lora_whatif(plan: PlanInput, whatif: WhatIfDoc) -> PlanInput:
 
 
 #: What a `Prepared` cache holds: a base plan (before the what-if) with the what-if its log adds,
-#: or a validated document.
-Preparation = tuple[PlanInput, WhatIfDoc | None] | PlanDocument
+#: or a validated document (with its engine settings).
+Preparation = tuple[PlanInput, WhatIfDoc | None] | SettledDocument
 
 
 @dataclass(frozen=True)
@@ -306,7 +320,7 @@ def _without_whatif(doc: Mapping[str, object]) -> dict[str, object]:
 
 
 def _weight(value: Preparation) -> int:
-    return len((value[0] if isinstance(value, tuple) else value).ranks or ()) + 1
+    return len((value[0] if isinstance(value, tuple) else value.doc).ranks or ()) + 1
 
 
 def plan_input(doc: object, read_log: LogReader | None = None, prepared: Prepared | None = None) -> PlanInput:
