@@ -203,36 +203,36 @@ def _weights(
                                     max_num_batched_tokens=tokens)  # fmt: skip
 
 
-def _weights_note(shape: ModelShape, ctx: EstimateContext, stage: int) -> str:
-    if shape.weights is None:
-        return "checkpoint bytes / TP for this stage"
-    return _weights(shape, ctx.tp, ctx.pp, stage, ctx.mxfp4_backend, ctx).explain()
-
-
 def estimate_ranks(
     shape: ModelShape, ctx: EstimateContext, total_bytes: int, free_at_start: int | None
 ) -> tuple[RankInput, ...]:
-    """Estimated rows for every rank of one engine (tp × pp ranks)."""
-    stages = weights_per_stage(shape, ctx.tp, ctx.pp, ctx.mxfp4_backend, ctx)
+    """Estimated rows for every rank of one engine (tp × pp ranks): each stage's rows worked out
+    once (the weights estimate once per stage, its note once per distinct estimate) and shared by
+    the stage's TP ranks, whose inputs differ only in their labels."""
     non_torch_cell, graphs_cell, act_mid, act_last = _row_cells(shape, ctx)
     total = Cell(total_bytes, "measured", "GPU memory size")
     free = Cell(free_at_start, "measured") if free_at_start is not None else None
-    ranks = []
-    for stage, stage_bytes in enumerate(stages):
-        # One set of cells per stage, shared by its TP ranks (the ledger computes them once).
-        weights_cell = Cell(stage_bytes, "estimated", _weights_note(shape, ctx, stage))
-        act_cell = act_last if stage == len(stages) - 1 else act_mid
-        for tp_rank in range(ctx.tp):
-            label = f"PP{stage}_TP{tp_rank}" if ctx.pp > 1 else f"TP{tp_rank}"
-            ranks.append(
-                RankInput(
-                    label=label,
-                    total=total,
-                    free_at_start=free,
-                    weights=weights_cell,
-                    non_torch=non_torch_cell,
-                    cuda_graphs=graphs_cell,
-                    activation=act_cell,
-                )
-            )
+    ranks: list[RankInput] = []
+    weights_cells = _stage_weight_cells(shape, ctx)
+    for stage, weights_cell in enumerate(weights_cells):
+        act_cell = act_last if stage == len(weights_cells) - 1 else act_mid
+        prefix = f"PP{stage}_TP" if ctx.pp > 1 else "TP"
+        ranks += [RankInput(f"{prefix}{tp_rank}", total, free, weights_cell, non_torch_cell, graphs_cell, act_cell)
+                  for tp_rank in range(ctx.tp)]  # fmt: skip
     return tuple(ranks)
+
+
+def _stage_weight_cells(shape: ModelShape, ctx: EstimateContext) -> list[Cell]:
+    """Each pipeline stage's weights cell: `weights_per_stage`'s bytes, noted with how they were counted."""
+    if shape.weights is None:
+        return [Cell(b, "estimated", "checkpoint bytes / TP for this stage")
+                for b in weights_per_stage(shape, ctx.tp, ctx.pp, ctx.mxfp4_backend, ctx)]  # fmt: skip
+    notes: dict[weights.WeightsEstimate, str] = {}  # middle stages of equal depth give equal estimates
+    cells = []
+    for stage in range(ctx.pp):
+        est = _weights(shape, ctx.tp, ctx.pp, stage, ctx.mxfp4_backend, ctx)
+        note = notes.get(est)
+        if note is None:
+            note = notes[est] = est.explain()
+        cells.append(Cell(est.nbytes, "estimated", note))
+    return cells
