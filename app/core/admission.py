@@ -119,13 +119,14 @@ def _rank_blocks(kvs: Sequence[int], rkv: RankKV, policy: AdmissionPolicy) -> tu
     return kvs, [kv // page if kv > 0 else 0 for kv in kvs]
 
 
-def _binding(labels: Sequence[str], kvs: Sequence[int], blocks: Sequence[int]) -> tuple[str | None, int, int]:
-    """The first rank with the fewest blocks and, among those, the least KV: (label, kv, blocks).
-    A rank's blocks never fall as its KV rises (`_rank_blocks`), so that is the first rank with the least KV."""
+def _binding(labels: Sequence[str], kvs: Sequence[int], blocks: Sequence[int]) -> tuple[int, int, int]:
+    """The first rank with the fewest blocks and, among those, the least KV: (position, kv, blocks),
+    position −1 without ranks. A rank's blocks never fall as its KV rises (`_rank_blocks`), so that is
+    the first rank with the least KV."""
     if not blocks:
-        return None, 0, 0
+        return -1, 0, 0
     i = kvs.index(min(kvs))
-    return labels[i], kvs[i], blocks[i]
+    return i, kvs[i], blocks[i]
 
 
 def admit(kv_by_rank: tuple[tuple[str, int], ...], rkv: RankKV, policy: AdmissionPolicy) -> Admission:
@@ -134,10 +135,15 @@ def admit(kv_by_rank: tuple[tuple[str, int], ...], rkv: RankKV, policy: Admissio
     return replace(adm, ranks=tuple(adm.ranks))
 
 
-def admit_columns(labels: Sequence[str], kvs: Sequence[int], rkv: RankKV, policy: AdmissionPolicy) -> Admission:
-    """`admit` over columns (labels and KV bytes per rank); `ranks` made on demand."""
+def admit_columns(
+    labels: Sequence[str], kvs: Sequence[int], rkv: RankKV, policy: AdmissionPolicy, unique_labels: bool = False
+) -> Admission:
+    """`admit` over columns (labels and KV bytes per rank); `ranks` made on demand. `unique_labels`:
+    the caller knows no two ranks share a label (the binding reason's other ranks are then every
+    position but the binding one)."""
     kvs, blocks = _rank_blocks(kvs, rkv, policy)
-    binding_label, min_kv, min_blocks = _binding(labels, kvs, blocks)
+    at, min_kv, min_blocks = _binding(labels, kvs, blocks)
+    binding_label = labels[at] if at >= 0 else None
     floor_kv = max(0, min_kv)
     ranks = RankAdmissions(labels, kvs, blocks, floor_kv, binding_label, rkv)
     tokens = rkv.tokens_for_blocks(min_blocks)
@@ -155,7 +161,7 @@ def admit_columns(labels: Sequence[str], kvs: Sequence[int], rkv: RankKV, policy
     return Admission(
         ranks=ranks,
         binding_rank=binding_label,
-        binding_reason=_reason(labels, blocks, binding_label, min_blocks),
+        binding_reason=_reason(labels, blocks, binding_label, min_blocks, at if unique_labels else None),
         blocks=min_blocks,
         tokens=tokens,
         raw_tokens=rkv.raw_tokens(min_kv),
@@ -194,13 +200,15 @@ def _stranded(kvs: Sequence[int], floor_kv: int, min_kv: int) -> int:
     return sum([kv - floor_kv for kv in kvs if kv > floor_kv])
 
 
-def _reason(labels: Sequence[str], blocks: Sequence[int], label: str | None, min_blocks: int) -> str:
+def _reason(
+    labels: Sequence[str], blocks: Sequence[int], label: str | None, min_blocks: int, at: int | None = None
+) -> str:
+    """Why `label` binds; `at`: its position when no other rank has its label."""
     if label is None:
         return "no ranks"
     if len(labels) == 1:
         return f"rank {label} is the only rank: {min_blocks:,} blocks"
-    if labels.count(label) == 1:  # the other ranks: every position but the binding one's
-        at = labels.index(label)
+    if at is not None:  # the other ranks: every position but the binding one's
         others: Sequence[int] = [*blocks[:at], *blocks[at + 1:]]
     else:
         others = [b for lb, b in zip(labels, blocks, strict=True) if lb != label]

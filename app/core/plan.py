@@ -34,6 +34,7 @@ from app.core.rank_columns import (
     known_rooms,
     kv_column,
     kv_order,
+    label_positions,
     labels_of,
     rank_columns,
     with_problems,
@@ -294,7 +295,8 @@ def compute(plan: PlanInput, rkv: RankKV | None = None) -> PlanResult:
         num_gpu_blocks_override=plan.engine.num_gpu_blocks_override,
         override_in_check=rules.override_in_check,
     )
-    admission = admit_columns(columns.labels, ledgers.kv_bytes, rkv, policy)
+    unique = len(label_positions(columns)) == len(columns.labels)
+    admission = admit_columns(columns.labels, ledgers.kv_bytes, rkv, policy, unique)
     labels, rooms = known_rooms(ledgers)
     ordered = kv_order(ledgers)[1] if rooms is ledgers.kv_bytes else None  # every KV known: the rooms sorted once
     budget = uniform_budget_columns(labels, rooms, plan.policy.operating_reserve_bytes, rkv, ordered)

@@ -287,11 +287,25 @@ def index_of(ledgers: Sequence[RankLedger], label: str | None) -> int | None:
     """The position of the first rank labelled `label` (None when none is)."""
     if label is None:
         return None
+    if isinstance(ledgers, RankLedgers):
+        return label_positions(ledgers.columns).get(label)
     labels = labels_of(ledgers)
     try:
         return labels.index(label)
     except ValueError:
         return None
+
+
+def label_positions(columns: RankColumns) -> dict[str, int]:
+    """Each label's first position, made once per set of ranks (a tick looks the binding rank up
+    several times; a scan compares up to every label). As many entries as ranks: every label differs."""
+    found: dict[str, int] | None = columns.memo.get("label-positions")
+    if found is None:
+        made: dict[str, int] = {}
+        for i, label in enumerate(columns.labels):
+            made.setdefault(label, i)
+        found = columns.memo["label-positions"] = made  # whole before another thread can read it
+    return found
 
 
 def known_rooms(ledgers: RankLedgers) -> tuple[Sequence[str], Sequence[int]]:
