@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from app.core.errors import InputError
-from app.core.kvspec import RankKV, rank_kv, rank_kv_uniform
-from app.core.model_config import shape_from_config
+from app.core.kvspec import RankKV, rank_kv_uniform
 from app.services.imported_runs import advice_notes, graphs_in_budget
+from app.services.rank_kv_memo import RankKVMemo
 from app.services.rowless_ranks import fill_rowless, layout_notes
 
 if TYPE_CHECKING:  # imported where a plan is built: `kvledger import-log` (residuals only) needs no pydantic
@@ -288,14 +288,16 @@ def bytes_per_token_from_run(run: Mapping[str, Any]) -> int | None:
     return min(kv_values) // (blocks * block_size) or None
 
 
-def residuals(run: Mapping[str, Any], config: Mapping[str, object] | None, per_token: int | None = None) -> JSON:
+def residuals(run: Mapping[str, Any], config: Mapping[str, object] | None, per_token: int | None = None,
+              memo: RankKVMemo | None = None) -> JSON:
     """Blocks and tokens recomputed from each rank's parsed KV bytes, against the logged figures.
 
     Rank by rank where the log states a rank's own figure (per-worker lines of v0.8.2–v0.11.0),
     and for the engine: the minimum recomputed block count against the block count vLLM used.
-    A logged block count that cannot fit the stated KV memory becomes a finding.
+    A logged block count that cannot fit the stated KV memory becomes a finding. `memo`: the
+    model's KV geometry reused across the caller's runs (`RankKVMemo`); without one it is computed.
     """
-    rkv = _rkv_for_run(run, config, per_token)
+    rkv = _rkv_for_run(run, config, per_token, memo or RankKVMemo())
     if rkv is None:
         return {
             "ranks": [],
@@ -383,13 +385,14 @@ def _overfull(rank: object, blocks: int, kv: int, page: int) -> JSON:
     }
 
 
-def _rkv_for_run(run: Mapping[str, Any], config: Mapping[str, object] | None, per_token: int | None) -> RankKV | None:
+def _rkv_for_run(run: Mapping[str, Any], config: Mapping[str, object] | None, per_token: int | None,
+                 memo: RankKVMemo) -> RankKV | None:
     settings: Mapping[str, Any] = run.get("settings") or {}
     engine: Mapping[str, Any] = run.get("engine") or {}
     block_size = _as_int(engine.get("block_size")) or _as_int(settings.get("block_size")) or 16
     if config is not None:
-        return rank_kv(
-            shape_from_config(config),
+        return memo.rank_kv(
+            config,
             tp=_as_int(settings.get("tensor_parallel_size")) or tp_from_ranks(run) or 1,
             pp=_as_int(settings.get("pipeline_parallel_size")) or 1,
             kv_cache_dtype=str(settings.get("kv_cache_dtype") or "auto"),

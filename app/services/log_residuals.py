@@ -14,11 +14,12 @@ from typing import Any
 from app.core.errors import InputError
 from app.services.evidence import bytes_per_token_from_run, catalogue_config_for, residuals
 from app.services.imported_runs import distinct_runs, per_distinct_run
+from app.services.rank_kv_memo import RankKVMemo
 
 JSON = dict[str, Any]
 
 
-def _run_residuals(run: Mapping[str, Any], model_config: Mapping[str, object] | None) -> JSON:
+def _run_residuals(run: Mapping[str, Any], model_config: Mapping[str, object] | None, memo: RankKVMemo) -> JSON:
     """What `add_residuals` adds to one run: residuals against the model (given, or the catalogue
     entry the log names), the implied KV bytes per token and the findings of both."""
     extra: JSON = {}
@@ -29,7 +30,7 @@ def _run_residuals(run: Mapping[str, Any], model_config: Mapping[str, object] | 
         extra["catalogue_model"] = found[0] if found else None
     findings: list[JSON] = []
     try:
-        res = residuals(run, config)
+        res = residuals(run, config, memo=memo)
     except InputError as exc:
         res = {"ranks": [], "engine": None, "findings": []}
         findings.append({"code": "model_mismatch", "message": str(exc), "line": None})
@@ -44,7 +45,8 @@ def add_residuals(runs: list[JSON], model_config: Mapping[str, object] | None) -
     distinct run, the result shared by the runs that state the same. Returns that grouping
     (`distinct_runs`)."""
     firsts = distinct_runs(runs)
-    extras = per_distinct_run(runs, lambda i: _run_residuals(runs[i], model_config), firsts)
+    memo = RankKVMemo()  # the model's KV geometry, once per config and layout of this log's runs
+    extras = per_distinct_run(runs, lambda i: _run_residuals(runs[i], model_config, memo), firsts)
     for run, extra in zip(runs, extras, strict=True):
         run.update(extra["set"])
         run.setdefault("findings", []).extend(extra["findings"])
