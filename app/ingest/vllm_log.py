@@ -31,7 +31,7 @@ from app.ingest import vllm_log_config as cfg
 from app.ingest import vllm_log_lines as ln
 from app.ingest.vllm_log_lines import Fact
 from app.ingest.vllm_log_model import Finding, LogParse, gc_paused, log_parse_to_json
-from app.ingest.vllm_log_prefix import identity_before, last_header
+from app.ingest.vllm_log_prefix import identity_at, identity_before, identity_span, last_header
 from app.ingest.vllm_log_runs import RunBuilder
 
 __all__ = ["LOOKED_FOR", "log_parse_to_json", "parse_vllm_log"]
@@ -80,11 +80,23 @@ _STAMP = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d)
 
 def _stamp(seg: str, pos: int) -> tuple[int, int, int, int, int] | None:
     """The log header time (month, day, h, m, s) of the message at `pos`, if its header has one."""
+    return _stamp_at(seg, _stamp_spans(seg, pos))
+
+
+StampSpans = tuple[tuple[int, int], ...] | None
+
+
+def _stamp_spans(seg: str, pos: int) -> StampSpans:
+    """Where `_stamp` reads the five numbers (found by level words and digit positions alone)."""
     found = last_header(_STAMP, seg, max(0, pos - 300), pos + 1)
-    if found is None:
+    return None if found is None else found.regs[1:6]
+
+
+def _stamp_at(seg: str, spans: StampSpans) -> tuple[int, int, int, int, int] | None:
+    if spans is None:
         return None
-    mo, d, h, mi, sec = (int(x) for x in found.groups())
-    return (mo, d, h, mi, sec)
+    (a, b), (c, d), (e, f), (g, h), (i, j) = spans
+    return (int(seg[a:b]), int(seg[c:d]), int(seg[e:f]), int(seg[g:h]), int(seg[i:j]))
 
 
 def _detect_wrap(text: str) -> int | None:
@@ -227,11 +239,13 @@ def _line_ops(raw: str, indices: tuple[int, ...]) -> tuple[Op, ...]:
 
 # A restart prints the lines of the one before with other pids and header times. A line that
 # starts with a record header (process prefixes, `LEVEL MM-DD HH:MM:SS[.f] [file.py:N] `; ANSI gone)
-# is also keyed with the pid digits and the time in that header masked, same length: the lines of
-# one key differ only there, no needle holds a digit, and an extractor match that starts after the
-# header reads only the message (each `_GROUP`'s position is checked), so such a line states the
-# facts of the first line of its key; who printed them and when (`identity_before`, `_stamp`) are
-# read again from the line itself. Measured on 15 MB of real logs as restarts: bench_parser.py.
+# is also keyed with the pid digits and the time in that header masked (`#`, same length; a header
+# holding a `#` of its own is not keyed): the lines of one key differ only in those digits, no
+# needle holds a digit, and an extractor match that starts after the header reads only the
+# message (each `_GROUP`'s position is checked), so such a line states the facts of the first
+# line of its key. Who printed them and when are read from the line itself, at the places found
+# in the first line (`identity_span`, `_stamp_spans`: found from letters and digit positions,
+# never from a digit's value, so the same in every line of the key). Measured: bench_parser.py.
 _LEAD = re.compile(
     r"(?:\([^()]{0,120}\) ?){0,4}(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,9})? "
     r"\[?[\w./\-]{1,120}:\d{1,6}\] "
@@ -245,30 +259,42 @@ def _masked(m: re.Match[str]) -> str:
 
 def template_key(raw: str) -> tuple[str, int] | None:
     """`raw` with its header's pids and time masked, and where its header ends; None for a line
-    without a leading record header or with a `\\r` or colour code (those take the line path)."""
+    without a leading record header, with a `#` in it, a `\\r` or a colour code (the line path)."""
     if "\r" in raw or "\x1b" in raw or "^[[" in raw:
         return None
     m = _LEAD.match(raw)
     if m is None:
         return None
     end = m.end()
-    return _LEAD_DIGITS.sub(_masked, raw[:end]) + raw[end:], end
+    head = raw[:end]
+    if "#" in head:
+        return None
+    return _LEAD_DIGITS.sub(_masked, head) + raw[end:], end
 
 
-def _movable(ops: tuple[Op, ...], end: int) -> bool:
-    """Whether every match of `ops` starts after the header (at `end`): the ops hold for the key."""
-    return all(op[1][0].pos >= end for op in ops if op[0] == _GROUP)
+def _template(ops: tuple[Op, ...], raw: str, end: int) -> tuple[Op, ...] | None:
+    """The ops of `raw` as a template for its key: each group with the places its identity and
+    time are read from; None when a match starts inside the header (at or before `end`)."""
+    out: list[Op] = []
+    for op in ops:
+        if op[0] == _GROUP:
+            pos = op[1][0].pos
+            if pos < end:
+                return None
+            out.append((_GROUP, op[1], identity_span(raw, pos), _stamp_spans(raw, pos)))
+        else:
+            out.append(op)
+    return tuple(out)
 
 
 def _instantiate(template: tuple[Op, ...], raw: str) -> tuple[Op, ...]:
-    """The ops of `raw` from those of the first line of its template key: the same facts, the
-    prefix identity and header time read from `raw` (it has no `\\r`: its one piece is itself)."""
+    """The ops of `raw` from the template of its key: the same facts, the prefix identity and
+    header time read from `raw` (it has no `\\r`: its one piece is itself)."""
     out: list[Op] = []
     for op in template:
         kind = op[0]
         if kind == _GROUP:
-            pos = op[1][0].pos
-            out.append((_GROUP, op[1], identity_before(raw, pos), _stamp(raw, pos)))
+            out.append((_GROUP, op[1], identity_at(raw, op[2]), _stamp_at(raw, op[3])))
         elif kind == _REPEATED:
             out.append(op)
         else:  # _HEADER, _JOIN: (kind, piece, position | extractor index)
@@ -286,8 +312,10 @@ def _fresh_ops(raw: str, templates: dict[str, tuple[Op, ...]]) -> tuple[Op, ...]
     if template is not None:
         return _instantiate(template, raw)
     ops = line_ops(raw)
-    if len(templates) < _CACHE_LINES and _movable(ops, end):
-        templates[key] = ops
+    if len(templates) < _CACHE_LINES:
+        made = _template(ops, raw, end)
+        if made is not None:
+            templates[key] = made
     return ops
 
 

@@ -93,19 +93,37 @@ def _from_token(name: str, pid: int, ip: str | None, outer_dp: str | None) -> Id
 
 def identity_before(seg: str, pos: int) -> Identity:
     """The identity of the message at seg[pos:], from the prefixes in seg[:pos]."""
+    return identity_at(seg, identity_span(seg, pos))
+
+
+Span = tuple[int, int, int] | None
+
+
+def identity_span(seg: str, pos: int) -> Span:
+    """Where the prefix of the message at seg[pos:] is: (its '(' or start, its ')', an outer
+    `EngineCore` before it or -1), or None when it was printed without one (the driver). Found
+    from the text's letters and brackets only (`pid=`, `(`, `)`, level words, `EngineCore`), never
+    from the value of a digit: a line that differs only in some digits has the same span."""
     floor = max(0, pos - _WINDOW)  # prefixes sit right before the message: never scan further back
     h = last_header(_LEVEL, seg, floor, pos)  # the `LEVEL mm-dd` header of the message's record, if printed
     header = -1 if h is None else h.start()
     limit = pos if header < 0 else header
     q = seg.rfind("pid=", floor, limit)
     if q < 0:
-        return DRIVER_ID
+        return None
     start = max(seg.rfind("(", floor, q), seg.rfind(")", floor, q) + 1, floor)
     end = seg.find(")", q, limit)
     if end < 0 or (header >= 0 and seg[end + 1 : header].strip()):
-        return DRIVER_ID  # no prefix right before this record's header: it was printed unprefixed
+        return None  # no prefix right before this record's header: it was printed unprefixed
+    return start, end, seg.rfind("EngineCore", max(0, start - 120), start)
+
+
+def identity_at(seg: str, span: Span) -> Identity:
+    """The identity of the prefix at `span` of `seg` (`identity_span`)."""
+    if span is None:
+        return DRIVER_ID
+    start, end, outer = span
     token = seg[start : end + 1]
-    outer = seg.rfind("EngineCore", max(0, start - 120), start)
     key = token if outer < 0 else seg[outer:start] + token
     cached = _CACHE.get(key)
     if cached is not None:

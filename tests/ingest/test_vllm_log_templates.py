@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app.ingest.vllm_log import _GROUP, Op, _fresh_ops, _movable, line_ops, template_key
+from app.ingest.vllm_log import _GROUP, Op, _fresh_ops, _template, line_ops, template_key
 from app.ingest.vllm_log_lines import Fact
 
 from .ingest_helpers import LOGS, read, shifted
@@ -70,11 +70,19 @@ def test_lines_without_a_plain_header_take_the_line_path(line: str) -> None:
 
 def test_a_match_inside_the_header_is_not_a_template() -> None:
     fact = Fact("rank", "kv_bytes", 1, pos=3)
-    assert not _movable(((_GROUP, [fact], None, None),), 10)
-    assert _movable(((_GROUP, [fact._replace(pos=10)], None, None),), 10)
+    assert _template(((_GROUP, [fact], None, None),), LINE, 10) is None
+    made = _template(((_GROUP, [fact._replace(pos=10)], None, None),), LINE, 10)
+    assert made is not None and made[0][1] == [fact._replace(pos=10)]
     templates: dict[str, tuple[Op, ...]] = {}
     _fresh_ops(LINE, templates)
     assert len(templates) == 1
+
+
+def test_a_header_with_a_hash_of_its_own_takes_the_line_path() -> None:
+    """`pid=#` would share the key of a real pid's line: such a header is not keyed."""
+    odd = LINE.replace("pid=2081", "pid=#")
+    assert template_key(odd) is None
+    assert _fresh_ops(odd, {}) == line_ops(odd)
 
 
 @pytest.mark.parametrize("k", [1, 37])
