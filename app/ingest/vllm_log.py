@@ -9,6 +9,9 @@ Theory of operation (one pass, cheap prefilters first, each distinct line read o
    time (concatenated or repeated logs, and TP ranks, print the same lines verbatim); a new line
    is tested against one compiled alternation of every extractor's needles, and a line holding
    none (progress bars, request logs, tracebacks) is skipped without running any other regex.
+   A new line that starts with a record header is first looked up with its header's pids and
+   time masked (`vllm_log_templates.template_key`): a later restart's line states the facts of
+   the earlier one, with its own prefix identity and time.
 3. A candidate line loses ANSI colour codes, is cut at `\\r` (progress bars redraw with it,
    CRLF ends lines) and each piece goes through the extractors whose needles it holds
    (`vllm_log_lines`, `vllm_log_config`). What the line tells the run builder (facts grouped by
@@ -25,14 +28,14 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
 
 from app.ingest import vllm_log_config as cfg
 from app.ingest import vllm_log_lines as ln
 from app.ingest.vllm_log_lines import Fact
 from app.ingest.vllm_log_model import Finding, LogParse, gc_paused, log_parse_to_json
-from app.ingest.vllm_log_prefix import identity_at, identity_before, identity_span, last_header
+from app.ingest.vllm_log_prefix import identity_before
 from app.ingest.vllm_log_runs import RunBuilder
+from app.ingest.vllm_log_templates import _GROUP, _HEADER, _JOIN, _REPEATED, Op, _stamp, fresh_ops
 
 __all__ = ["LOOKED_FOR", "log_parse_to_json", "parse_vllm_log"]
 
@@ -75,30 +78,6 @@ _RECORD_START = re.compile(
 )
 _HEADER_RE = re.compile(r"\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? (\[)?[\w./\-]{1,120}:\d{1,6}\]")
 _MAX_JOIN_LINES = 12
-_STAMP = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
-
-
-def _stamp(seg: str, pos: int) -> tuple[int, int, int, int, int] | None:
-    """The log header time (month, day, h, m, s) of the message at `pos`, if its header has one."""
-    return _stamp_at(seg, _stamp_spans(seg, pos))
-
-
-StampSpans = tuple[tuple[int, int], ...] | None
-
-
-def _stamp_spans(seg: str, pos: int) -> StampSpans:
-    """Where `_stamp` reads the five numbers (found by level words and digit positions alone)."""
-    found = last_header(_STAMP, seg, max(0, pos - 300), pos + 1)
-    return None if found is None else found.regs[1:6]
-
-
-def _stamp_at(seg: str, spans: StampSpans) -> tuple[int, int, int, int, int] | None:
-    if spans is None:
-        return None
-    (a, b), (c, d), (e, f), (g, h), (i, j) = spans
-    return (int(seg[a:b]), int(seg[c:d]), int(seg[e:f]), int(seg[g:h]), int(seg[i:j]))
-
-
 def _detect_wrap(text: str) -> int | None:
     """The width of a fixed-width hard wrap (`fold -w`, terminal paste), or None."""
     sample = [s.rstrip("\r") for s in text.split("\n", 20000)[:20000]]
@@ -176,14 +155,6 @@ def _has_needle(line: str) -> bool:
 
 _CACHE_LINES = 200_000  # distinct candidate lines remembered per parse (bounded memory)
 
-# The operations a candidate line performs on the run builder, in text order, computed once per
-# distinct line text (concatenated or repeated logs and TP ranks print the same lines verbatim):
-# (_GROUP, facts, identity, stamp) | (_HEADER, piece, position) | (_REPEATED, (n, ...), emitted) |
-# (_JOIN, piece, extractor index): the one context-dependent step, a message cut by a hard wrap.
-_GROUP, _HEADER, _REPEATED, _JOIN = 0, 1, 2, 3
-Op = tuple[Any, ...]
-
-
 def _group_ops(seg: str, facts: list[Fact]) -> list[Op]:
     """Facts of one extractor call, grouped by match position, with who printed them and when."""
     ops: list[Op] = []
@@ -237,86 +208,10 @@ def _line_ops(raw: str, indices: tuple[int, ...]) -> tuple[Op, ...]:
     return tuple(ops)
 
 
-# A restart prints the lines of the one before with other pids and header times. A line that
-# starts with a record header (process prefixes, `LEVEL MM-DD HH:MM:SS[.f] [file.py:N] `; ANSI gone)
-# is also keyed with the pid digits and the time in that header masked (`#`, same length; a header
-# holding a `#` of its own is not keyed): the lines of one key differ only in those digits, no
-# needle holds a digit, and an extractor match that starts after the header reads only the
-# message (each `_GROUP`'s position is checked), so such a line states the facts of the first
-# line of its key. Who printed them and when are read from the line itself, at the places found
-# in the first line (`identity_span`, `_stamp_spans`: found from letters and digit positions,
-# never from a digit's value, so the same in every line of the key). Measured: bench_parser.py.
-_LEAD = re.compile(
-    r"(?:\([^()]{0,120}\) ?){0,4}(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,9})? "
-    r"\[?[\w./\-]{1,120}:\d{1,6}\] "
-)
-_LEAD_DIGITS = re.compile(r"(?<=pid=)\d+|\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?")
-
-
-def _masked(m: re.Match[str]) -> str:
-    return "#" * len(m[0])
-
-
-def template_key(raw: str) -> tuple[str, int] | None:
-    """`raw` with its header's pids and time masked, and where its header ends; None for a line
-    without a leading record header, with a `#` in it, a `\\r` or a colour code (the line path)."""
-    if "\r" in raw or "\x1b" in raw or "^[[" in raw:
-        return None
-    m = _LEAD.match(raw)
-    if m is None:
-        return None
-    end = m.end()
-    head = raw[:end]
-    if "#" in head:
-        return None
-    return _LEAD_DIGITS.sub(_masked, head) + raw[end:], end
-
-
-def _template(ops: tuple[Op, ...], raw: str, end: int) -> tuple[Op, ...] | None:
-    """The ops of `raw` as a template for its key: each group with the places its identity and
-    time are read from; None when a match starts inside the header (at or before `end`)."""
-    out: list[Op] = []
-    for op in ops:
-        if op[0] == _GROUP:
-            pos = op[1][0].pos
-            if pos < end:
-                return None
-            out.append((_GROUP, op[1], identity_span(raw, pos), _stamp_spans(raw, pos)))
-        else:
-            out.append(op)
-    return tuple(out)
-
-
-def _instantiate(template: tuple[Op, ...], raw: str) -> tuple[Op, ...]:
-    """The ops of `raw` from the template of its key: the same facts, the prefix identity and
-    header time read from `raw` (it has no `\\r`: its one piece is itself)."""
-    out: list[Op] = []
-    for op in template:
-        kind = op[0]
-        if kind == _GROUP:
-            out.append((_GROUP, op[1], identity_at(raw, op[2]), _stamp_at(raw, op[3])))
-        elif kind == _REPEATED:
-            out.append(op)
-        else:  # _HEADER, _JOIN: (kind, piece, position | extractor index)
-            out.append((kind, raw, op[2]))
-    return tuple(out)
-
-
 def _fresh_ops(raw: str, templates: dict[str, tuple[Op, ...]]) -> tuple[Op, ...]:
-    """`line_ops(raw)` for a line text not seen before, through its template key when it has one."""
-    keyed = template_key(raw)
-    if keyed is None:
-        return line_ops(raw)
-    key, end = keyed
-    template = templates.get(key)
-    if template is not None:
-        return _instantiate(template, raw)
-    ops = line_ops(raw)
-    if len(templates) < _CACHE_LINES:
-        made = _template(ops, raw, end)
-        if made is not None:
-            templates[key] = made
-    return ops
+    """`line_ops(raw)` for a line text not seen before, through its template key when it has one
+    (`vllm_log_templates`)."""
+    return fresh_ops(raw, templates, line_ops, _CACHE_LINES)
 
 
 class _Scanner:

@@ -26,7 +26,6 @@ from app.ingest.vllm_log import (
     LOOKED_FOR,
     Extractor,
     _detect_wrap,
-    _stamp,
     _unwrap,
 )
 from app.ingest.vllm_log import _HEADER_RE as _HEADER
@@ -34,6 +33,7 @@ from app.ingest.vllm_log import _REPEATED_RE as _REPEATED
 from app.ingest.vllm_log_lines import Fact
 from app.ingest.vllm_log_model import Finding, LogParse
 from app.ingest.vllm_log_prefix import identity_before
+from app.ingest.vllm_log_templates import _stamp
 
 from .reference_vllm_log_runs import RunBuilder
 

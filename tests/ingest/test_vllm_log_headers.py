@@ -10,12 +10,12 @@ import re
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.ingest import vllm_log, vllm_log_prefix
+from app.ingest import vllm_log_prefix, vllm_log_templates
 from app.ingest.vllm_log_prefix import last_header
 
 from .ingest_helpers import LOGS, read
 
-PATTERNS = (vllm_log._STAMP, vllm_log_prefix._LEVEL)
+PATTERNS = (vllm_log_templates._STAMP, vllm_log_prefix._LEVEL)
 LINES = sorted({ln for p in LOGS.rglob("*.log") for ln in read(p).splitlines() if "pid=" in ln or " 0" in ln})
 PIECES = ("DEBUG ", "INFO ", "WARNING ", "ERROR ", "CRITICAL ", "INFO", "12-31 ", "01-02 ", "23:59:59", "0", "1", " ",
           "-", ":", "(Worker pid=1) ", "NFO ", "WARN ")
@@ -55,6 +55,6 @@ def test_generated_windows(pieces: list[str], a: int, b: int) -> None:
 @given(st.sampled_from(LINES), st.integers(0, 500))
 def test_the_header_time_of_real_lines(line: str, pos: int) -> None:
     pos = min(pos, len(line))
-    found = list(vllm_log._STAMP.finditer(line, max(0, pos - 300), pos + 1))
+    found = list(vllm_log_templates._STAMP.finditer(line, max(0, pos - 300), pos + 1))
     want = tuple(int(x) for x in found[-1].groups()) if found else None
-    assert vllm_log._stamp(line, pos) == want
+    assert vllm_log_templates._stamp(line, pos) == want

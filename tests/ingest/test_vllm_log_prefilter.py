@@ -9,7 +9,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.ingest import vllm_log
+from app.ingest import vllm_log, vllm_log_templates
 from app.ingest.vllm_log_lines import Fact
 
 from .ingest_helpers import LOGS, read
@@ -41,7 +41,7 @@ def every_extractor(line: str) -> list[Fact]:
 
 
 def prefiltered(line: str) -> list[Fact]:
-    return [f for op in vllm_log.line_ops(line) if op[0] == vllm_log._GROUP for f in op[1]]
+    return [f for op in vllm_log.line_ops(line) if op[0] == vllm_log_templates._GROUP for f in op[1]]
 
 
 def test_every_real_line() -> None:

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from app.ingest.vllm_log import _GROUP, Op, _fresh_ops, _template, line_ops, template_key
+from app.ingest.vllm_log import _fresh_ops, line_ops
 from app.ingest.vllm_log_lines import Fact
+from app.ingest.vllm_log_templates import _GROUP, Op, _template, template_key
 
 from .ingest_helpers import LOGS, read, shifted
 
