@@ -10,8 +10,10 @@ process (`app.cli.main(["import-log", FILE])`, stdout discarded: the import-log 
 interpreter start); MB/s of CPU (user + system) and of wall time, and the ratio to the target.
 The same again on the real logs repeated as later restarts print them (header times and pids
 shifted per repetition: no line repeats an earlier one's text, as in a real long log of many
-restarts; a cache keyed on a line's text helps only the plain repetition). Then the parts
-(parser alone, parse + residuals), the ceilings of a line scan in pure Python (`text.split` +
+restarts; a cache keyed on a line's text helps only the plain repetition), and once more with each
+repetition's durations in seconds changed too (a restart that took other times: its timing lines
+are new messages, which the parser's template key, pids and header times masked, cannot answer).
+Then the parts (parser alone, parse + residuals), the ceilings of a line scan in pure Python (`text.split` +
 one needle alternation; the parser's own needle scan), interpreter start + imports, and the
 older synthetic cases. `--before TREE` first runs import-log of another source tree (the code
 before) and of this one side by side, alternating, on both inputs:
@@ -41,7 +43,7 @@ sys.path.insert(0, str(ROOT))  # tests.ingest.ingest_helpers: the shift the prop
 
 from app.ingest.nvidia_smi import parse_nvidia_smi  # noqa: E402
 from app.ingest.vllm_log import _ANY_NEEDLE, _NEEDLES, parse_vllm_log  # noqa: E402
-from tests.ingest.ingest_helpers import shifted  # noqa: E402
+from tests.ingest.ingest_helpers import retimed, shifted  # noqa: E402
 
 LOGS = ROOT / "tests" / "data" / "vllm-logs"
 SMI = ROOT / "tests" / "data" / "nvidia-smi"
@@ -86,6 +88,15 @@ def real_logs_shifted(n_bytes: int) -> str:
     line's text answer every line after the first copy)."""
     one = real_logs(1)
     return "".join(shifted(one, k) for k in range(-(-n_bytes // len(one.encode()))))
+
+
+def real_logs_retimed(n_bytes: int) -> str:
+    """`real_logs_shifted` with each repetition's durations in seconds also changed (`took 12.3
+    seconds` → 12.4, …; `ingest_helpers.retimed`): a restart that took other times, so its timing
+    lines are new messages too (a template keyed on the message with pids and times masked
+    answers only the lines whose message repeats)."""
+    one = real_logs(1)
+    return "".join(retimed(one, k) for k in range(-(-n_bytes // len(one.encode()))))
 
 
 def typical_log(n_lines: int, seed: int = 0) -> str:
@@ -224,9 +235,11 @@ def real_rows(mb: float = 15.0) -> tuple[list[str], float]:
     copies = len(text) // len(real_logs(1))
     rows, rates = _input_rows(f"real logs x{copies}", text)
     shifted_text = real_logs_shifted(int(mb * 1e6))
-    more, more_rates = _input_rows(f"real logs x{copies}, times and pids shifted", shifted_text)
-    rows += more
-    rates += more_rates
+    for name, other in ((f"real logs x{copies}, times and pids shifted", shifted_text),
+                        (f"real logs x{copies}, times, pids and durations shifted", real_logs_retimed(int(mb * 1e6)))):
+        more, more_rates = _input_rows(name, other)
+        rows += more
+        rates += more_rates
     for name, fn in (("ceiling: `text.split('\\n')` + one needle alternation `finditer` over the text",
                       lambda: _scan_ceiling(shifted_text)),
                      ("ceiling: one whole-text `str.find` pass per needle (41 needles)",
@@ -258,7 +271,8 @@ def before_after(before: Path, mb: float = 15.0, rounds: int = 2) -> None:
     print(f"| input | command | before ({before}): CPU s, MB/s | this tree: CPU s, MB/s | speed-up |")
     print("| --- | --- | --- | --- | --- |")
     for name, text in (("real logs repeated", real_logs(int(mb * 1e6))),
-                       ("real logs repeated, times and pids shifted", real_logs_shifted(int(mb * 1e6)))):
+                       ("real logs repeated, times and pids shifted", real_logs_shifted(int(mb * 1e6))),
+                       ("real logs repeated, times, pids and durations shifted", real_logs_retimed(int(mb * 1e6)))):
         size = len(text.encode()) / 1e6
         with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as fh:
             fh.write(text)

@@ -58,3 +58,21 @@ def shifted(text: str, k: int) -> str:
         return (t + datetime.timedelta(hours=2 * k)).strftime("%m-%d %H:%M:%S")
 
     return _PID.sub(lambda m: f"pid={int(m[1]) + 7919 * k}", _HEADER_TIME.sub(later, text))
+
+
+_SECONDS = re.compile(r"\b(\d{1,9})(?:\.(\d{1,9}))?( ?(?:seconds|secs|sec|s)\b)")
+
+
+def retimed(text: str, k: int) -> str:
+    """`shifted(text, k)` with every duration in seconds (`took 12.3 seconds`, `in 20 secs`, `1.39s/it`)
+    also k units of its last printed digit longer: a restart that took other times, as real ones do,
+    so its timing lines are new messages, not only new pids and header times."""
+
+    def longer(m: re.Match[str]) -> str:
+        decimals = m[2] or ""
+        value = int(m[1] + decimals) + k
+        digits = str(value).rjust(len(decimals) + 1, "0")
+        whole, frac = (digits[: -len(decimals)], digits[-len(decimals):]) if decimals else (digits, "")
+        return whole + ("." + frac if decimals else "") + m[3]
+
+    return _SECONDS.sub(longer, shifted(text, k))

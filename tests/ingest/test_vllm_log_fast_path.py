@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from app.ingest.vllm_log import log_parse_to_json, parse_vllm_log
 
 from . import reference_vllm_log as reference
-from .ingest_helpers import LOGS, read, shifted
+from .ingest_helpers import LOGS, read, retimed, shifted
 
 ALL_LOGS: list[Path] = sorted(LOGS.rglob("*.log"))
 
@@ -105,4 +105,13 @@ def test_the_benchmarks_shifted_input_in_small() -> None:
     one = "".join(t if t.endswith("\n") else t + "\n" for t in map(_text, ALL_LOGS))
     text = one + shifted(one, 1)
     assert text != one * 2
+    assert fast(text) == slow(text)
+
+
+def test_the_benchmarks_retimed_input_in_small() -> None:
+    """Every real log once, then again as a later restart that took other times (durations changed
+    too: the benchmark's third input), then as a third restart: template keys hit and miss."""
+    one = "".join(t if t.endswith("\n") else t + "\n" for t in map(_text, ALL_LOGS))
+    text = one + retimed(one, 1) + shifted(one, 2)
+    assert retimed(one, 1) != shifted(one, 1)
     assert fast(text) == slow(text)
