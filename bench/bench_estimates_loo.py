@@ -219,7 +219,8 @@ def graph_observation(
     terms = graph_terms(ctx.rules.version, ctx.uses_v1, "auto", False, ctx.max_num_seqs,
                         ctx.max_num_batched_tokens, layers, sharded + unsharded, DEFAULT,
                         max_capture_size(shape.architecture, ctx.rules.version),
-                        attention_facts(shape, tp, ctx.capability))  # fmt: skip
+                        attention_facts(shape, tp, ctx.capability),
+                        chunked_attention=bool(shape.attention_chunk_size))  # fmt: skip
     if terms.cuda_graphs == 0:
         return None
     return Observation("graph", max(0, logged - terms.pool_bytes) // terms.cuda_graphs, source)
@@ -249,8 +250,12 @@ EXTRA_OBSERVATIONS = (
 )
 
 
-def all_observations() -> list[Observation]:
-    return [o for case in CASES for o in observations(case)] + list(EXTRA_OBSERVATIONS) + _skipped_graph_observations()
+@functools.lru_cache(maxsize=1)
+def all_observations() -> tuple[Observation, ...]:
+    from estimate_graph_budget import sample_observations  # it imports this module
+
+    cases = [o for case in CASES for o in observations(case) + sample_observations(case)]
+    return (*cases, *EXTRA_OBSERVATIONS, *_skipped_graph_observations())
 
 
 def calibration_without(log: str | None) -> Calibration:

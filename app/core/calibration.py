@@ -37,6 +37,18 @@ driver and libraries take outside torch's allocator:
   `layers + 1` per piecewise size, one per FULL size). Fitted as the median, over the logs that
   state a captured pool for a known model ("Graph capturing finished …, took X"), of
   `(X − pool) / graphs`.
+- `graph_sample_bytes` and `graph_workspace`: the two terms of vLLM's own CUDA-graph estimate
+  (`profile_cudagraph_memory`, app.core.cudagraphs `vllm_estimate_terms`) that its code does not fix.
+  `graph_sample_bytes` is what its per-graph sample (the second-largest size's capture, read with
+  `torch.cuda.mem_get_info`) costs per decoder layer + 1: the driver memory of the instantiated kernel
+  nodes; fitted as the median, over the DEBUG lines "Estimated {MODE} CUDA graph memory: F MiB
+  first-capture + (n-1) × P MiB per-graph" of the v0.19 logs, of `P / (layers + 1)`; mixture-of-experts
+  layers (router, top-k, the fused experts: more kernel nodes a layer) get their own median,
+  `graph_sample_bytes_moe` (gpt-oss, Qwen1.5-MoE, Llama-4-Scout: 0.24–0.41 MiB against 0.10–0.25 dense).
+  `graph_workspace` is what the first (largest, PIECEWISE) capture reads beyond the pool tensors and
+  that size's sample: the median of `F − pool − P` over the same lines (kernel workspaces that the
+  capture stream allocates, e.g. cuBLAS's per-stream workspace; 30–43 MiB on the four fp8 logs, whose
+  GEMMs are CUTLASS, 61–91 on the bf16 ones but gpt-oss TP1's 145: not derived from vLLM's code).
 
 `DEFAULT` holds the in-sample fit over every real log in tests/data/vllm-logs (re-computed by
 `bench/bench_estimates_loo.py`; a test asserts it still equals the fit); the leave-one-out
@@ -61,6 +73,9 @@ class Calibration:
     nccl_pcie: int
     graph_bytes: int
     nccl_lazy_nvlink: int = 0
+    graph_sample_bytes: int = 0
+    graph_workspace: int = 0
+    graph_sample_bytes_moe: int = 0
 
 
 # In-sample fit over the repository's logs (bench/bench_estimates_loo.py prints it; a test checks
@@ -73,6 +88,9 @@ DEFAULT = Calibration(
     nccl_pcie=0,
     graph_bytes=418200,
     nccl_lazy_nvlink=1986422374,
+    graph_sample_bytes=190650,
+    graph_workspace=82706432,
+    graph_sample_bytes_moe=251658,
 )
 
 
@@ -81,7 +99,8 @@ class Observation:
     """One measured row that a constant is fitted on (bytes, plus what it depends on)."""
 
     # "non_torch_base_v0" | "non_torch_base_v1" | "non_torch_whole" | "nccl_nvlink" | "nccl_pcie" | "graph"
-    # | "nccl_lazy_nvlink" (engine "v1")
+    # | "nccl_lazy_nvlink" (engine "v1") | "graph_sample" | "graph_sample_moe"
+    # | "graph_workspace"
     kind: str
     value: int
     source: str
@@ -112,4 +131,7 @@ def fit(observations: Iterable[Observation], fallback: Calibration = DEFAULT) ->
         nccl_pcie=_median(by.get("nccl_pcie", []), fallback.nccl_pcie),
         graph_bytes=_median(by.get("graph", []), fallback.graph_bytes),
         nccl_lazy_nvlink=_median(lazy, fallback.nccl_lazy_nvlink),
+        graph_sample_bytes=_median(by.get("graph_sample", []), fallback.graph_sample_bytes),
+        graph_workspace=_median(by.get("graph_workspace", []), fallback.graph_workspace),
+        graph_sample_bytes_moe=_median(by.get("graph_sample_moe", []), fallback.graph_sample_bytes_moe),
     )

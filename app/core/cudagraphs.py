@@ -37,16 +37,20 @@ at +64 %) is the reading of the code above, checked on that one log.
 - Before v0.21 the row is what `capture_model` measured ("Graph capturing finished …, took X",
   `free_before − free_after`): `pool + graphs × graph_bytes`, allocated after KV sizing, out of the
   `1 − gpu_memory_utilization` headroom.
-- From v0.21 (`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1` by default, PR #38284, `96a85c575`;
-  opt-in since PR #30515, `ebb9cc5f2`, v0.18: the plan's `engine.estimate_cudagraphs`, app.core.versions
-  `with_cudagraph_estimate`) the KV budget subtracts vLLM's own estimate,
-  `profile_cudagraph_memory` (vllm/v1/worker/gpu_model_runner.py @28be48fa): per mode it captures
-  the two largest sizes, `first = delta(largest)`, `per_graph = max(delta(second), 1 MiB)`,
-  `estimate = first + per_graph × (n − 1)`; FULL and PIECEWISE share the pool, so
-  `total = max(first over modes) + Σ per_graph × (n − 1)`. Here `delta(largest)` is the pool plus
-  that size's graphs, `delta(second)` that size's graphs alone (its tensors reuse the pool). The
-  open vLLM PR #51590 reports that the two-sample extrapolation can under-count the real capture;
-  the row here counts every size's graphs at the fitted cost (the conservative side).
+- From v0.21 (`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1` by default, PR #38284, `96a85c575`, 2026-04-21;
+  the log's advice reads "This will become the default in v0.21" from `ab5666eb7`, and "default since
+  v0.21.0" after; opt-in since PR #30515, `ebb9cc5f2`, v0.18: the plan's `engine.estimate_cudagraphs`,
+  app.core.versions `with_cudagraph_estimate`) the KV budget subtracts vLLM's own estimate,
+  `profile_cudagraph_memory` (vllm/v1/worker/gpu_model_runner.py @4dd49b06f, the same at @28be48fa9),
+  which `vllm_estimate` replays term by term: it captures the two largest sizes of each mode into a
+  temporary pool and extrapolates the second one's `mem_get_info` delta to the other sizes. What the
+  code fixes is derived (the sizes, the counts, the modes' order and shared pool, the pool tensors, FA3's
+  accumulators, the 1 MiB floor); what it measures of the driver is not: the per-size sample (the
+  instantiated graphs' kernel nodes) and the first capture's kernel workspaces are fitted on the v0.19
+  DEBUG lines (app.core.calibration) and scored leave-one-out (bench/estimate_graph_budget.py). The
+  sample depends on the card and driver as well (the one A100 log's estimate is 3.5× the H100 rule's,
+  no DEBUG line to split it), so the row cannot be predicted from the config alone off H100s. Model
+  Runner V2 (vllm/v1/worker/gpu/model_runner.py) returns 0 for the estimate; not modelled.
 FlashAttention 3's split-KV accumulators (FULL graphs on Hopper): with FULL CUDA graphs and FA3
 (`get_flash_attn_version() == 3` needs compute capability 9.x, vllm/v1/attention/backends/fa_utils.py
 @4dd49b06f), `FlashAttentionMetadataBuilder.__init__` fixes `max_num_splits =
@@ -103,15 +107,23 @@ def capture_sizes(
     return tuple(sorted({s for s in sizes if s <= max_num_batched_tokens}))
 
 
-def resolved_mode(version: Version, v1: bool, mode: CudagraphMode, enforce_eager: bool) -> CudagraphMode:
-    """The cudagraph_mode in force ("auto": the version's default)."""
+def resolved_mode(
+    version: Version, v1: bool, mode: CudagraphMode, enforce_eager: bool, chunked_attention: bool = False
+) -> CudagraphMode:
+    """The cudagraph_mode in force ("auto": the version's default). Chunked local attention (Llama-4)
+    has no FULL graphs: its builder's `get_cudagraph_support` is NEVER (PR #26034, `4134312b3`,
+    2025-10-01, taken from v0.11.1; vllm/model_executor/layers/attention/chunked_local_attention.py
+    @4dd49b06f), and `_check_and_update_cudagraph_mode` (gpu_model_runner.py @4dd49b06f) then sets
+    FULL_AND_PIECEWISE to PIECEWISE "because attention is compiled piecewise" (log 36: PIECEWISE=51 only)."""
     if enforce_eager or mode == "NONE":
         return "NONE"
     if mode != "auto":
         return mode
     if not v1:
         return "FULL"  # V0 captures whole decode graphs
-    return "FULL_AND_PIECEWISE" if version >= (0, 11, 0) else "PIECEWISE"
+    if version < (0, 11, 0) or (chunked_attention and version >= (0, 11, 1)):
+        return "PIECEWISE"
+    return "FULL_AND_PIECEWISE"
 
 
 # AttentionConfig.flash_attn_max_num_splits_for_cuda_graph (vllm/config/attention.py @4dd49b06f).
@@ -168,23 +180,46 @@ class GraphTerms:
     per_graph_bytes: int  # driver memory of one CUDA graph (Calibration.graph_bytes)
     total: int
     note: str
+    piecewise_pool: int = 0  # the largest piecewise capture's tensors alone
 
 
-def _vllm_estimate(pool: dict[str, int], per_size: dict[str, int], counts: dict[str, int]) -> int:
-    """`profile_cudagraph_memory`'s total: max(first) + Σ per_graph × (n − 1), per_graph ≥ 1 MiB."""
-    per = {m: max(per_size[m], MIB) for m in counts if counts[m]}
-    firsts = [pool[m] + per_size[m] for m in per]
-    return max(firsts, default=0) + sum(per[m] * (counts[m] - 1) for m in per)
+def estimate_per_graph(layers_on_rank: int, cal: Calibration, moe: bool = False) -> int:
+    """vLLM's per-graph sample: `(layers + 1) × graph_sample_bytes` (the MoE figure for MoE layers), ≥ 1 MiB."""
+    return max((layers_on_rank + 1) * (cal.graph_sample_bytes_moe if moe else cal.graph_sample_bytes), MIB)
+
+
+def vllm_estimate(pool: dict[str, int], counts: dict[str, int], layers_on_rank: int, cal: Calibration,
+                  moe: bool = False) -> int:  # fmt: skip
+    """`profile_cudagraph_memory` (vllm/v1/worker/gpu_model_runner.py @4dd49b06f, unchanged to @28be48fa9),
+    term by term; `pool[mode]` is what that mode's largest capture adds to the shared profiling pool.
+    - Modes in `CudagraphDispatcher.get_capture_descs` order, PIECEWISE then FULL, sizes largest first
+      (vllm/v1/cudagraph_dispatcher.py @4dd49b06f); per mode it captures `descs[:2]` and reads each
+      with `torch.cuda.mem_get_info()` (driver view: new allocator segments + graph instantiations).
+    - `per_graph = max(sample of the second size, 1 MiB)` ("at least 1 MiB per graph"): that size's
+      tensors fit in the pool its larger sibling left, so the sample is the instantiated graphs' driver
+      memory, `(layers + 1) × graph_sample_bytes` (fitted, MoE layers apart; a FULL graph holds the same
+      kernel nodes the `layers + 1` pieces split: the v0.19 samples of both modes agree within 2 MiB on
+      14 of the 17 logs that state both).
+    - `first = pool + per_graph`, plus, on the first capture of all (PIECEWISE where captured), the
+      kernel workspaces the capture stream allocates (`graph_workspace`, fitted): `torch.accelerator
+      .empty_cache()` just before the loop puts them back on the driver's count.
+    - `total = max(first over modes) + Σ per_graph × (n − 1)`: "FULL and PIECEWISE graphs share the
+      global pool … Take the max to avoid double-counting the overlap"."""
+    per = estimate_per_graph(layers_on_rank, cal, moe)
+    modes = [m for m in ("PIECEWISE", "FULL") if counts.get(m)]
+    firsts = [pool[m] + per + (cal.graph_workspace if i == 0 else 0) for i, m in enumerate(modes)]
+    return max(firsts, default=0) + sum(per * (counts[m] - 1) for m in modes)
 
 
 def graph_terms(
     version: Version, v1: bool, mode: CudagraphMode, enforce_eager: bool, max_num_seqs: int,
     max_num_batched_tokens: int, layers_on_rank: int, forward_bytes_per_token: int, cal: Calibration,
     max_size: int = 512, attention: AttentionFacts | None = None, in_budget: bool | None = None,
+    moe: bool = False, chunked_attention: bool = False,
 ) -> GraphTerms:  # fmt: skip
     """The CUDA-graph row on one rank (see the module docstring); `in_budget`: whether the KV budget
     subtracts vLLM's estimate (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; None: the version's default, v0.21)."""
-    mode = resolved_mode(version, v1, mode, enforce_eager)
+    mode = resolved_mode(version, v1, mode, enforce_eager, chunked_attention)
     if mode == "NONE":
         why = "enforce_eager" if enforce_eager else "cudagraph_mode NONE"
         return GraphTerms("NONE", 0, 0, 0, 0, 0, 0, 0, f"no CUDA graphs ({why})")
@@ -205,8 +240,15 @@ def graph_terms(
     largest = pool["PIECEWISE"] + pool["FULL"]
     counts = {"PIECEWISE": piecewise, "FULL": full}
     if version >= (0, 21, 0) if in_budget is None else in_budget:
-        total = _vllm_estimate(pool, {"PIECEWISE": pieces * c, "FULL": c}, counts)
-        how = "vLLM's estimate (profile_cudagraph_memory), inside the KV budget"
+        total = vllm_estimate(pool, counts, layers_on_rank, cal, moe)
+        per = estimate_per_graph(layers_on_rank, cal, moe) / MIB
+        sample = cal.graph_sample_bytes_moe if moe else cal.graph_sample_bytes
+        why = ("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS on by default since v0.21.0 (PR #38284)"
+               if version >= (0, 21, 0) else "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 set")  # fmt: skip
+        how = (f"vLLM's estimate (profile_cudagraph_memory), inside the KV budget ({why}): max(first captures) + "
+               f"({piecewise} − 1 piecewise, {full} − 1 full) × {per:.1f} MiB a size ({layers_on_rank} layers + 1 "
+               f"× {sample / MIB:.2f} MiB{' (MoE)' if moe else ''}, fitted), the first with "
+               f"{cal.graph_workspace / MIB:.0f} MiB of kernel workspaces (fitted)")  # fmt: skip
     else:
         total = largest + graphs * c
         how = "captured after KV sizing, outside the budget"
@@ -215,4 +257,4 @@ def graph_terms(
             f"{c / MIB:.2f} MiB (fitted; the logs imply {lo}–{hi}) + the largest size's ({max(sizes, default=0)}) "
             f"tensors {largest / MIB:,.0f} MiB"
             + (f" (FA3 split accumulators {accum / MIB:,.0f} MiB)" if accum else "") + f"; {how}")  # fmt: skip
-    return GraphTerms(mode, piecewise, full, pieces, graphs, largest, c, total, note)
+    return GraphTerms(mode, piecewise, full, pieces, graphs, largest, c, total, note, pool["PIECEWISE"])

@@ -155,7 +155,8 @@ def cuda_graph_terms(shape: ModelShape, ctx: EstimateContext) -> GraphTerms:
         ctx.rules.version, ctx.uses_v1, ctx.cudagraph_mode, ctx.enforce_eager, ctx.max_num_seqs,
         ctx.max_num_batched_tokens, layers, sharded + unsharded, ctx.calibration,
         max_capture_size(shape.architecture, ctx.rules.version), attention_facts(shape, ctx.tp, ctx.capability),
-        in_budget=ctx.rules.cuda_graphs_in_budget,
+        in_budget=ctx.rules.cuda_graphs_in_budget, moe=(shape.num_experts or 0) > 1,
+        chunked_attention=bool(shape.attention_chunk_size),
     )  # fmt: skip
 
 

@@ -64,15 +64,53 @@ def test_full_graphs_are_one_graph_each() -> None:
 
 
 def test_v021_estimate_by_hand() -> None:
-    # profile_cudagraph_memory: max(first over modes) + Σ max(per_graph, 1 MiB) × (n − 1)
-    c, fwd = DEFAULT.graph_bytes, 1000
+    # profile_cudagraph_memory (vllm/v1/worker/gpu_model_runner.py @4dd49b06f): per mode the two largest
+    # sizes; first = pool + sample (+ the workspaces on the first capture of all); total = max(first) +
+    # Σ max(sample, 1 MiB) × (n − 1); the sample is (layers + 1) × graph_sample_bytes for both modes
+    fwd = 1000
     g = graph_terms(v("0.27.1"), True, "auto", False, 1024, 8192, 80, fwd, DEFAULT)
     sizes = capture_sizes(v("0.27.1"), True, 1024, 8192)
     assert len(sizes) == 51 and g.piecewise == g.full == 51
-    per_pw, per_full = 81 * c, max(c, MIB)
-    first = max(512 * fwd + per_pw, 512 * fwd + c)
-    assert g.total == first + per_pw * 50 + per_full * 50
+    per = 81 * DEFAULT.graph_sample_bytes
+    first_pw = 512 * fwd + DEFAULT.graph_workspace + per
+    first_full = 0 + per  # the FULL captures reuse the piecewise pool (same largest size, no FA3 facts)
+    assert g.total == max(first_pw, first_full) + per * 50 + per * 50
     assert "inside the KV budget" in g.note
+
+
+def test_estimate_sample_floor_moe_and_full_only() -> None:
+    from app.core.calibration import Calibration
+
+    # "Use at least 1 MiB per graph for driver overhead": a zero sample still costs 1 MiB a size
+    zero = replace(DEFAULT, graph_sample_bytes=0, graph_workspace=0)
+    assert isinstance(zero, Calibration)
+    g = graph_terms(v("0.27.1"), True, "PIECEWISE", False, 1024, 8192, 10, 1000, zero)
+    assert g.total == 512 * 1000 + MIB + 50 * MIB
+    # mixture-of-experts layers take their own fitted sample
+    moe = graph_terms(v("0.27.1"), True, "PIECEWISE", False, 1024, 8192, 24, 1000, DEFAULT, moe=True)
+    assert moe.total == 512 * 1000 + DEFAULT.graph_workspace + 51 * 25 * DEFAULT.graph_sample_bytes_moe
+    # FULL only: the first capture of all is the FULL one, and it carries the workspaces and the whole pool
+    full = graph_terms(v("0.27.1"), True, "FULL", False, 1024, 8192, 24, 1000, DEFAULT)
+    per = 25 * DEFAULT.graph_sample_bytes
+    assert (full.piecewise, full.full) == (0, 51)
+    assert full.total == 512 * 1000 + DEFAULT.graph_workspace + per + 50 * per
+
+
+def test_chunked_local_attention_captures_piecewise_only() -> None:
+    """Llama-4's chunked local attention has no FULL graphs (PR #26034): log 36 (v0.19.0, Scout TP4)
+    prints "Profiling CUDA graph memory: PIECEWISE=51 (largest=512)" and no FULL line."""
+    logs = Path(__file__).resolve().parents[1] / "data" / "vllm-logs"
+    log = (logs / "36-v0190-llama4-scout-h100-tp4.log").read_text()
+    assert "PIECEWISE=51 (largest=512)\n" in log and "FULL=" not in log.split("Profiling CUDA graph memory")[1][:60]
+    s = shape_from_config(get_model("llama-4-scout-17b-16e").config)
+    ctx = EstimateContext(4, 1, 8192, 1024, False, rules_for("0.19.0"))
+    g = cuda_graph_terms(s, ctx)
+    assert (g.mode, g.piecewise, g.full) == ("PIECEWISE", 51, 0)
+    dense = shape_from_config(get_model("llama-3.1-8b").config)
+    assert cuda_graph_terms(dense, ctx).mode == "FULL_AND_PIECEWISE"
+    # before the fix (v0.11.0) the default mode stands; an explicit mode is the user's
+    assert graph_terms(v("0.11.0"), True, "auto", False, 256, 2048, 48, 1, DEFAULT, chunked_attention=True).full
+    assert graph_terms(v("0.19.0"), True, "FULL", False, 256, 2048, 48, 1, DEFAULT, chunked_attention=True).full
 
 
 def test_llama70b_tp4_v0271_graph_row() -> None:
