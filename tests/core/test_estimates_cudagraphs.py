@@ -219,3 +219,19 @@ def test_fa3_accumulators_only_on_hopper_with_full_graphs() -> None:
     assert pw.pool_bytes == 512 * 1000  # PIECEWISE only: the attention runs outside the graphs
     both = graph_terms(v("0.19.0"), True, "auto", False, 256, 8192, 32, 1000, DEFAULT, attention=facts)
     assert both.pool_bytes == 512 * 1000 + 32 * 32 * 256 * 129 * 4  # largest FULL size: 256 sequences
+
+
+def test_the_estimate_says_where_its_driver_terms_do_not_carry_over() -> None:
+    """The fitted terms are H100 ones; log 42 (A100, v0.19.1, Qwen3-8B) logs an estimate of 2.35 GiB, 3.5× the
+    rule's 0.68: off Hopper (or on an unknown card) the note says the row is not predictable from the config."""
+    from app.core.cudagraphs import AttentionFacts
+
+    def note(capability: tuple[int, int] | None) -> str:
+        facts = AttentionFacts(capability, "bfloat16", 128, 32)
+        return graph_terms(v("0.21.0"), True, "auto", False, 256, 2048, 36, 1000, DEFAULT, attention=facts).note
+
+    assert "not predictable from the config" in note((8, 0)) and "not predictable" in note(None)
+    assert "not predictable" not in note((9, 0))
+    # outside the budget (before v0.21) the note is the capture row's
+    outside = graph_terms(v("0.20.0"), True, "auto", False, 256, 2048, 36, 1000, DEFAULT)
+    assert "not predictable" not in outside.note
