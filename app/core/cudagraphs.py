@@ -200,6 +200,10 @@ def vllm_estimate(pool: dict[str, int], counts: dict[str, int], layers_on_rank: 
       memory, `(layers + 1) × graph_sample_bytes` (fitted, MoE layers apart; a FULL graph holds the same
       kernel nodes the `layers + 1` pieces split: the v0.19 samples of both modes agree within 2 MiB on
       14 of the 17 logs that state both).
+    - The FULL mode's first capture runs its warm-ups with `profile_seq_lens = min(max_model_len,
+      max_num_tokens // size)` so that seq-len-sized attention buffers reach their largest; FA3's split
+      accumulators (the one such buffer derived here, app.core.cudagraphs `fa3_split_accum_bytes`) do not
+      depend on it.
     - `first = pool + per_graph`, plus, on the first capture of all (PIECEWISE where captured), the
       kernel workspaces the capture stream allocates (`graph_workspace`, fitted): `torch.accelerator
       .empty_cache()` just before the loop puts them back on the driver's count.
