@@ -31,19 +31,27 @@ class RankKVMemo:
         self._content: dict[int, tuple[Mapping[str, object], str]] = {}  # id → (config kept alive, key)
         self._values: dict[tuple[object, ...], RankKV | InputError] = {}
 
-    def _key(self, config: Mapping[str, object]) -> str:
+    def _key(self, config: Mapping[str, object]) -> str | None:
+        """The config's canonical JSON, or None when it has none (a key that is not a string, a
+        value JSON cannot hold): that config is computed afresh on every call."""
         held = self._content.get(id(config))
         if held is not None and held[0] is config:
             return held[1]
-        key = json.dumps(config, sort_keys=True, separators=(",", ":"), default=_plain_json)
+        try:
+            key = json.dumps(config, sort_keys=True, separators=(",", ":"), default=_plain_json)
+        except (TypeError, ValueError):
+            return None
         self._content[id(config)] = (config, key)
         return key
 
     def rank_kv(self, config: Mapping[str, object], tp: int, pp: int, kv_cache_dtype: str, block_size: int) -> RankKV:
-        key = (self._key(config), tp, pp, kv_cache_dtype, block_size)
-        value = self._values.get(key)
+        content = self._key(config)
+        key = (content, tp, pp, kv_cache_dtype, block_size)
+        value = self._values.get(key) if content is not None else None
         if value is None:
-            value = self._values[key] = _rank_kv_or_error(config, tp, pp, kv_cache_dtype, block_size)
+            value = _rank_kv_or_error(config, tp, pp, kv_cache_dtype, block_size)
+            if content is not None:
+                self._values[key] = value
         if isinstance(value, InputError):
             raise InputError(value.field, value.message)
         return value

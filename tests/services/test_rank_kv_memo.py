@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 from types import MappingProxyType
+from typing import Any
 
 import pytest
 
@@ -63,3 +64,13 @@ def test_restarts_of_one_log_import_as_run_by_run() -> None:
     assert len(named) >= 6  # catalogue models' runs, their residuals from the memo after the first copy
     config = get_model("qwen3-30b-a3b").config_dict()
     assert imports.import_log(text, config) == slow_import_log(text, config)
+
+
+def test_a_config_without_canonical_json_is_computed_afresh() -> None:
+    config: dict[Any, object] = dict(get_model("qwen3-30b-a3b").config_dict())
+    config[1] = "a key JSON cannot sort with the others"
+    memo = RankKVMemo()
+    first = memo.rank_kv(config, 1, 1, "auto", 16)
+    again = memo.rank_kv(config, 1, 1, "auto", 16)
+    assert first == again and first is not again
+    assert first == memo.rank_kv(get_model("qwen3-30b-a3b").config_dict(), 1, 1, "auto", 16)
