@@ -53,14 +53,20 @@ def _stamp_at(seg: str, spans: StampSpans) -> tuple[int, int, int, int, int] | N
 # in the first line (`identity_span`, `_stamp_spans`: found from letters and digit positions,
 # never from a digit's value, so the same in every line of the key). Measured: bench_parser.py.
 _LEAD = re.compile(
-    r"(?:\([^()]{0,120}\) ?){0,4}(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,9})? "
+    r"(?:\([^()]{0,120}\) ?){0,4}(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,9})?) "
     r"\[?[\w./\-]{1,120}:\d{1,6}\] "
 )
-_LEAD_DIGITS = re.compile(r"(?<=pid=)\d+|\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?")
+_DIGITS = "0123456789"
 
 
-def _masked(m: re.Match[str]) -> str:
-    return "#" * len(m[0])
+def _mask_pids(prefixes: str) -> str:
+    """`prefixes` with the digits after each `pid=` masked (same length)."""
+    pieces = prefixes.split("pid=")
+    out = [pieces[0]]
+    for piece in pieces[1:]:
+        rest = piece.lstrip(_DIGITS)
+        out.append("#" * (len(piece) - len(rest)) + rest)
+    return "pid=".join(out)
 
 
 def template_key(raw: str) -> tuple[str, int] | None:
@@ -72,10 +78,13 @@ def template_key(raw: str) -> tuple[str, int] | None:
     if m is None:
         return None
     end = m.end()
-    head = raw[:end]
-    if "#" in head:
+    start, stop = m.span(1)  # the header time
+    if "#" in raw[:end]:
         return None
-    return _LEAD_DIGITS.sub(_masked, head) + raw[end:], end
+    prefixes = raw[:start]
+    if "pid=" in prefixes:
+        prefixes = _mask_pids(prefixes)
+    return prefixes + "#" * (stop - start) + raw[stop:], end
 
 
 def _template(ops: tuple[Op, ...], raw: str, end: int) -> tuple[Op, ...] | None:
