@@ -241,14 +241,37 @@
       if (slot.textContent !== "") { slot.textContent = ""; }
     });
     deferAddress(event.detail.xhr);
+    planSwap = true;
   });
+
+  // A plan-form response's out-of-band pieces (the summary line, the save form, a field's error)
+  // are patched in place like the results: htmx's outerHTML swap cloned, replaced and processed
+  // each one on every tick. An element htmx acts on keeps htmx's swap.
+  var planSwap = false;
+  document.addEventListener("htmx:oobBeforeSwap", function (event) {
+    var d = event.detail, target = d.target, neu = d.fragment ? d.fragment.firstElementChild : null;
+    if (!planSwap || !d.shouldSwap || !target || !neu || neu.nextElementSibling || !sameKind(target, neu)
+        || isHtmxElement(target) || isHtmxElement(neu)) { return; }
+    var added = [];
+    patchNode(target, neu, added);
+    added.forEach(function (node) { if (node.nodeType === 1) { window.htmx.process(node); } });
+    d.shouldSwap = false;
+  });
+  function planSwapDone() { planSwap = false; }
+  document.addEventListener("htmx:afterSwap", planSwapDone);
+  document.addEventListener("htmx:afterRequest", planSwapDone);
 
   // A tick's address (HX-Replace-Url): htmx writes it before the swap, with two replaceState calls
   // (the current address again, then the new one), each a synchronous round trip to the browser
   // process, so the new numbers waited for both. For a plan-form response htmx's history writes
   // are off during its swap; the address is written once, after the frame that shows the numbers,
-  // and only the newest of a drag's. Back/forward (htmx's restore) and other forms are unchanged.
+  // when the page is next idle (a replaceState took 5-8 ms of the main thread on a busy machine,
+  // work a waiting response or the next frame must not queue behind), and only the newest of a
+  // drag's. Back/forward (htmx's restore) and other forms are unchanged.
   var nextAddress = null;
+  var whenIdle = window.requestIdleCallback
+    ? function (callback) { window.requestIdleCallback(callback, { timeout: 50 }); }
+    : function (callback) { setTimeout(callback, 0); };
   function deferAddress(xhr) {
     var url = xhr && xhr.getResponseHeader("HX-Replace-Url");
     if (!url || !window.htmx) { return; }
@@ -256,7 +279,7 @@
     var first = nextAddress === null;
     nextAddress = url;
     if (first) {
-      window.requestAnimationFrame(function () { setTimeout(writeAddress, 0); });
+      window.requestAnimationFrame(function () { whenIdle(writeAddress); });
     }
   }
   function writeAddress() {

@@ -133,6 +133,22 @@ def test_a_tick_patches_the_results_in_place(page: Any) -> None:
                                ".textContent.startsWith('(loading')")
 
 
+def test_a_tick_patches_the_summary_and_the_save_form_keeping_what_was_typed(page: Any) -> None:
+    """The out-of-band pieces of a tick (the summary line, the save form) are patched in place too:
+    their elements survive, their new text and hidden plan URL arrive, and a box the person ticked
+    on the save form stays ticked (the outerHTML swap re-created the form unticked on every tick)."""
+    _open(page)
+    page.check("#f-listed")
+    page.evaluate("() => ['plan-summary', 'save-plan'].forEach(id => { document.getElementById(id).__kept = true; })")
+    page.evaluate(SPY)
+    _tick(page, "0.82")
+    page.wait_for_function("() => document.querySelector('#save-plan input[name=plan]').value.includes('util=0.82')")
+    assert page.evaluate("() => ['plan-summary', 'save-plan'].map(id => document.getElementById(id).__kept === true)") \
+        == [True, True]
+    assert page.is_checked("#f-listed")
+    assert "util%3D0.82" in (page.get_attribute("#plan-summary a[data-compare-link]", "href") or "")
+
+
 def test_the_pool_chart_is_readable_before_any_chart_code(page: Any) -> None:
     """The chart library blocked: the pool chart is on the page with its legend and hover titles."""
     page.route("**/plotly*", lambda route: route.abort())
