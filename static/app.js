@@ -10,9 +10,7 @@
   // Whether an element's htmx request is in flight: htmx puts its request class on the element's
   // hx-indicator when it names one (the plan form's is #busy), not on the element itself.
   function inFlight(el) {
-    var named = el.getAttribute("hx-indicator");
-    var indicator = named ? document.querySelector(named) : null;
-    return (indicator || el).classList.contains("htmx-request");
+    return (planIndicator(el) || el).classList.contains("htmx-request");
   }
 
   // A drag's stale position: htmx has already sent the plan form's newer request (hx-sync queue
@@ -292,6 +290,33 @@
   function historyOn() { if (window.htmx) { window.htmx.config.historyEnabled = true; } }
   document.addEventListener("htmx:afterSwap", historyOn);
   document.addEventListener("htmx:afterRequest", historyOn);
+
+  // A plan-form request that fails (the network, or a 5xx htmx does not swap) leaves the results of
+  // the last plan computed beside sliders that moved on: the form says so where "updating…" shows,
+  // until its next request (a newer queued one goes out in the same task, so it clears at once).
+  var FAILED_TEXT = "not updated: the request failed; the results are the last plan computed (Recalculate retries)";
+  function planIndicator(form) {
+    var named = form.getAttribute("hx-indicator");
+    return named ? document.querySelector(named) : null;
+  }
+  function markFailed(event) {
+    var form = event.target;
+    var busy = form && form.id === "plan-form" ? planIndicator(form) : null;
+    if (!busy) { return; }
+    if (!busy.hasAttribute("data-idle-text")) { busy.setAttribute("data-idle-text", busy.textContent); }
+    busy.textContent = FAILED_TEXT;
+    busy.classList.add("failed");
+  }
+  document.addEventListener("htmx:sendError", markFailed);
+  document.addEventListener("htmx:responseError", markFailed);
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var form = event.target;
+    var busy = form && form.id === "plan-form" ? planIndicator(form) : null;
+    if (busy && busy.classList.contains("failed")) {
+      busy.textContent = busy.getAttribute("data-idle-text");
+      busy.classList.remove("failed");
+    }
+  });
 
   // The chart library (the page names it in <meta name="kvledger-charts">) loads after the first
   // paint: numbers and tables are readable before any chart code is fetched or run.

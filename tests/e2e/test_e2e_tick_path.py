@@ -222,9 +222,12 @@ def test_a_burst_ends_with_the_chart_of_the_numbers_shown_even_when_the_last_req
     page.evaluate(BURST, values)
     page.wait_for_function(PLAN_IDLE)
     _assert_agrees(page.evaluate(POOL_STATE))
+    # the slider reads 0.71 beside an older plan: the form says the update failed
+    assert page.inner_text("#out-util") == "0.71" and page.inner_text("#busy").startswith("not updated")
     page.unroute("**/plan?*util=0.71*")
     _burst_ends_agreeing(page, ["0.55", "0.54", "0.53"])
     assert page.inner_text("#out-util") == "0.53"
+    assert page.inner_text("#busy") == "updating…" and not page.is_visible("#busy.failed")
     frames = page.evaluate("() => window.__stopFrames()")
     assert len(frames) >= 2  # the page as opened, and at least the last burst's plan
     for frame in frames:
@@ -264,6 +267,7 @@ def test_a_held_response_keeps_the_plan_busy_and_every_frame_agrees(page: Any) -
     final = page.evaluate(POOL_STATE)
     _assert_agrees(final)
     assert final["version"] != opened["version"] and len(held) == 1  # the 0.71 request failed, not held
+    assert page.inner_text("#busy").startswith("not updated: the request failed")
     frames = page.evaluate("() => window.__stopFrames()")
     assert [f["version"] for f in frames] == [opened["version"], final["version"]], frames
     for frame in frames:
