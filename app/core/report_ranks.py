@@ -11,13 +11,23 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
+from itertools import repeat
+from operator import sub
 from typing import Any
 
 from app.core.admission import RankAdmissions
 from app.core.budget import RankBudgets, UniformBudget
 from app.core.ledger import Cell, RankLedger
 from app.core.plan import PlanResult
-from app.core.rank_columns import RankColumns, RankLedgers, index_of, inputs_of, kv_column, kv_order
+from app.core.rank_columns import (
+    RankColumns,
+    RankLedgers,
+    index_of,
+    inputs_of,
+    kv_column,
+    kv_order,
+    label_positions,
+)
 from app.core.rank_groups import FULL_RANKS_MAX, MAX_GROUPS, group_indexes, group_json, histogram, shown_groups, spread
 from app.core.vllm_flags import uniform_budget_flag
 
@@ -232,27 +242,41 @@ def _full_from_columns(result: PlanResult, ledgers: RankLedgers, ras: RankAdmiss
     shared by every tick's result (read-only, like the stored base it comes from). A copy and eight
     stores cost half what one 24-key dict display does (bench/RESULTS-plans.md)."""
     rkv, floor, bl, check = result.rkv, ras.floor_kv, ras.binding_label, ras.kv_bytes
+    # every rank at the floor or above (the floor is the least KV): one C-level pass
+    stranded = (list(map(sub, check, repeat(floor))) if check and min(check) >= floor
+                else [c - floor if c > floor else 0 for c in check])  # fmt: skip
     out: list[JSON] = []
     append = out.append
-    for template, total, asked, kv, c, blocks, tokens, raw, name in zip(
-        _templates(ledgers), ledgers.columns.totals, ledgers.requested, ledgers.kv_bytes, check, ras.blocks,
-        rkv.tokens_column(ras.blocks), rkv.raw_tokens_column(check), ras.labels, strict=True,
+    for template, asked, head, kv, blocks, tokens, raw, strand in zip(
+        _templates(ledgers), ledgers.requested, map(sub, ledgers.columns.totals, ledgers.requested), ledgers.kv_bytes,
+        ras.blocks, rkv.tokens_column(ras.blocks), rkv.raw_tokens_column(check), stranded, strict=True,
     ):  # fmt: skip
-        row = template.copy()
+        row = template.copy()  # its "binding" is False: the binding ranks are marked below
         row["requested_bytes"] = asked
-        row["headroom_bytes"] = total - asked  # a rank outside `slow` has its total and its request
+        row["headroom_bytes"] = head  # a rank outside `slow` has its total and its request
         row["kv_bytes"] = kv
         row["blocks"] = blocks
         row["tokens"] = tokens
         row["raw_tokens"] = raw
-        row["stranded_bytes"] = c - floor if c > floor else 0
-        row["binding"] = name == bl
+        row["stranded_bytes"] = strand
         append(row)
+    for i in _labelled(ledgers, bl):
+        out[i]["binding"] = True
     for i, lg in ledgers.slow.items():  # a rank with a start-up problem: the ledger's own cells
         c, blocks = check[i], ras.blocks[i]
         out[i] = rank_json(lg, blocks, rkv.tokens_for_blocks(blocks), rkv.raw_tokens(c), c - floor if c > floor else 0,
                            ras.labels[i] == bl, i) | _extras_json(result, i)  # fmt: skip
     return out
+
+
+def _labelled(ledgers: RankLedgers, label: str | None) -> list[int]:
+    """The positions of the ranks labelled `label` (one lookup when every label differs)."""
+    if label is None:
+        return []
+    positions = label_positions(ledgers.columns)
+    if len(positions) == len(ledgers):
+        return [positions[label]] if label in positions else []
+    return [i for i, name in enumerate(ledgers.columns.labels) if name == label]
 
 
 def _templates(ledgers: RankLedgers) -> list[JSON]:
