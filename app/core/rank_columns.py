@@ -99,20 +99,23 @@ def rank_columns(ranks: tuple[RankInput, ...]) -> RankColumns:
         rows.append(found[0])
         members[found[1]].append(i)
         group_of.append(found[1])
-    totals = tuple(v[0] for v in rows)
+    # one column per value (a C-level transpose; eight empty columns without ranks)
+    totals, inside, inside_no_graphs, frees, graphs, kv_sources, kv_sources_no_graphs, kv_notes = (
+        tuple(zip(*rows, strict=True)) if rows else ((),) * 8
+    )
     return RankColumns(
         ranks=ranks,
         labels=tuple(r.label for r in ranks),
         fast=all(r.total is not None and r.kv_room is None for r in ranks),
         totals=totals,
         distinct_totals=frozenset(totals),
-        inside=tuple(v[1] for v in rows),
-        inside_no_graphs=tuple(v[2] for v in rows),
-        frees=tuple(v[3] for v in rows),
-        graphs=tuple(v[4] for v in rows),
-        kv_sources=tuple(v[5] for v in rows),
-        kv_sources_no_graphs=tuple(v[6] for v in rows),
-        kv_notes=tuple(v[7] for v in rows),
+        inside=inside,
+        inside_no_graphs=inside_no_graphs,
+        frees=frees,
+        graphs=graphs,
+        kv_sources=kv_sources,
+        kv_sources_no_graphs=kv_sources_no_graphs,
+        kv_notes=kv_notes,
         group_of=tuple(group_of),
         groups=tuple(tuple(m) for m in members),
     )
