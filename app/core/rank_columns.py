@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
-from operator import lt, sub
+from operator import attrgetter, lt, sub
 from typing import Any
 
 from app.core.lazy_rows import LazyRows
@@ -42,6 +42,10 @@ from app.core.ledger import (
 UNSTATED = 1 << 200
 _FIELDS = ("total", "free_at_start", "weights", "non_torch", "cuda_graphs", "activation", "kv_room", "lora",
            "speculative")  # fmt: skip
+
+
+_cells_of = attrgetter(*_FIELDS)  # a rank's input cells, in `_FIELDS` order
+_label_of = attrgetter("label")
 
 
 def _b(cell: Cell | None) -> int:
@@ -81,31 +85,30 @@ def rank_columns(ranks: tuple[RankInput, ...]) -> RankColumns:
     shares equal measured values). Ranks with equal input cells (bytes, source and note) have equal
     ledgers, admissions and budgets under any knob: they are the grouped form's groups
     (app.core.rank_groups)."""
-    by_cells: dict[tuple[int, ...], tuple[Values, int]] = {}
+    by_cells: dict[tuple[int, ...], int] = {}
     by_value: dict[tuple[Cell | None, ...], int] = {}
-    members: list[list[int]] = []
-    rows: list[Values] = []
+    values: list[Values] = []  # per group
     group_of: list[int] = []
-    for i, r in enumerate(ranks):
-        cells = (r.total, r.free_at_start, r.weights, r.non_torch, r.cuda_graphs, r.activation, r.kv_room, r.lora,
-                 r.speculative)  # fmt: skip
+    for r in ranks:
+        cells = _cells_of(r)
         ident = tuple(map(id, cells))  # the cells are alive while `ranks` is: their ids stay theirs
-        found = by_cells.get(ident)
-        if found is None:
-            g = by_value.setdefault(cells, len(members))  # equal cells (bytes, source, note), whatever the objects
-            if g == len(members):
-                members.append([])
-            found = by_cells[ident] = (_values(r), g)
-        rows.append(found[0])
-        members[found[1]].append(i)
-        group_of.append(found[1])
+        g = by_cells.get(ident)
+        if g is None:
+            g = by_cells[ident] = by_value.setdefault(cells, len(values))  # equal cells, whatever the objects
+            if g == len(values):
+                values.append(_values(r))  # equal cells (bytes, source, note) give equal values
+        group_of.append(g)
+    rows = list(map(values.__getitem__, group_of))
+    members: list[list[int]] = [[] for _ in values]
+    for i, g in enumerate(group_of):
+        members[g].append(i)
     # one column per value (a C-level transpose; eight empty columns without ranks)
     totals, inside, inside_no_graphs, frees, graphs, kv_sources, kv_sources_no_graphs, kv_notes = (
         tuple(zip(*rows, strict=True)) if rows else ((),) * 8
     )
     return RankColumns(
         ranks=ranks,
-        labels=tuple(r.label for r in ranks),
+        labels=tuple(map(_label_of, ranks)),
         fast=all(r.total is not None and r.kv_room is None for r in ranks),
         totals=totals,
         distinct_totals=frozenset(totals),
