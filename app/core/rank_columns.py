@@ -89,15 +89,21 @@ def rank_columns(ranks: tuple[RankInput, ...]) -> RankColumns:
     by_value: dict[tuple[Cell | None, ...], int] = {}
     values: list[Values] = []  # per group
     group_of: list[int] = []
+    last: tuple[Cell | None, ...] = ()
+    g = -1
     for r in ranks:
         cells = _cells_of(r)
+        if cells == last:  # the previous rank's cells (a stage's TP ranks share the very objects): its group
+            group_of.append(g)
+            continue
         ident = tuple(map(id, cells))  # the cells are alive while `ranks` is: their ids stay theirs
-        g = by_cells.get(ident)
-        if g is None:
+        g = by_cells.get(ident, -1)
+        if g < 0:
             g = by_cells[ident] = by_value.setdefault(cells, len(values))  # equal cells, whatever the objects
             if g == len(values):
                 values.append(_values(r))  # equal cells (bytes, source, note) give equal values
         group_of.append(g)
+        last = cells
     rows = list(map(values.__getitem__, group_of))
     members: list[list[int]] = [[] for _ in values]
     for i, g in enumerate(group_of):
