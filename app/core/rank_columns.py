@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
-from operator import attrgetter, lt, sub
+from operator import attrgetter, gt, lt, sub
 from typing import Any
 
 from app.core.lazy_rows import LazyRows
@@ -249,7 +249,7 @@ def _problem_ranks(columns: RankColumns, rules: LedgerRules, requested: list[int
         bad.update(i for i, (f, r) in enumerate(zip(columns.frees, requested, strict=True)) if f < r)
     if kv and min(kv) <= 0:
         bad.update(i for i, k in enumerate(kv) if k <= 0)
-    if not rules.cuda_graphs_in_budget:
+    if not rules.cuda_graphs_in_budget and any(map(gt, columns.graphs, map(sub, columns.totals, requested))):
         rows = zip(columns.graphs, columns.totals, requested, strict=True)
         bad.update(i for i, (g, t, r) in enumerate(rows) if g > t - r and columns.ranks[i].cuda_graphs is not None)
     return sorted(bad)
@@ -313,10 +313,9 @@ def label_positions(columns: RankColumns) -> dict[str, int]:
     several times; a scan compares up to every label). As many entries as ranks: every label differs."""
     found: dict[str, int] | None = columns.memo.get("label-positions")
     if found is None:
-        made: dict[str, int] = {}
-        for i, label in enumerate(columns.labels):
-            made.setdefault(label, i)
-        found = columns.memo["label-positions"] = made  # whole before another thread can read it
+        labels = columns.labels  # from the last rank back, so a repeated label keeps its first position
+        backwards = zip(reversed(labels), range(len(labels) - 1, -1, -1), strict=True)
+        found = columns.memo["label-positions"] = dict(backwards)
     return found
 
 
