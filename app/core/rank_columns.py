@@ -45,7 +45,7 @@ _FIELDS = ("total", "free_at_start", "weights", "non_torch", "cuda_graphs", "act
 
 
 _cells_of = attrgetter(*_FIELDS)  # a rank's input cells, in `_FIELDS` order
-_label_of = attrgetter("label")
+_label_of, _total_of, _room_of = attrgetter("label"), attrgetter("total"), attrgetter("kv_room")
 
 
 def _b(cell: Cell | None) -> int:
@@ -115,7 +115,8 @@ def rank_columns(ranks: tuple[RankInput, ...]) -> RankColumns:
     return RankColumns(
         ranks=ranks,
         labels=tuple(map(_label_of, ranks)),
-        fast=all(r.total is not None and r.kv_room is None for r in ranks),
+        # every total stated and no KV room (a Cell is always true: C-level passes)
+        fast=all(map(_total_of, ranks)) and not any(map(_room_of, ranks)),
         totals=totals,
         distinct_totals=frozenset(totals),
         inside=inside,

@@ -245,3 +245,11 @@ def test_histogram_and_spread_from_sorted_values_equal_the_unsorted_count(values
     ordered = sorted(values)
     assert histogram(ordered, bins, ordered=ordered) == histogram(values, bins)
     assert spread(ordered, ordered) == spread(values)
+
+
+def test_fast_columns_read_a_zero_cell_as_stated() -> None:
+    """`RankColumns.fast` tests cells by truth: a Cell of 0 bytes is a stated value (no __bool__)."""
+    zero = Cell(0, "measured")
+    assert rank_columns((RankInput("a", total=Cell(80 * GIB, "measured"), kv_room=None),)).fast
+    assert not rank_columns((RankInput("a", total=Cell(80 * GIB, "measured"), kv_room=zero),)).fast
+    assert rank_columns((RankInput("a", total=zero),)).fast and not rank_columns((RankInput("a"),)).fast
