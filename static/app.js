@@ -318,6 +318,31 @@
     }
   });
 
+  // A deploy-file block (<details data-export-url>) loads its file from the download route when it
+  // is opened (the mouse or the keyboard: the details' own toggle), into its <pre> as text, never
+  // parsed as HTML. As an htmx element (hx-get, its URL changing with every tick) each of them was
+  // re-created and processed by htmx on every slider tick; as a plain element the patch swap only
+  // rewrites its URL. A response for an address the block no longer has (a tick moved it) is dropped.
+  document.addEventListener("toggle", function (event) {
+    var details = event.target;
+    if (!details.open || !details.hasAttribute || !details.hasAttribute("data-export-url")) { return; }
+    var url = details.getAttribute("data-export-url");
+    var pre = details.querySelector("pre");
+    if (!pre || (details.kvLoaded === url && pre.textContent === details.kvText)) { return; }
+    var current = function () { return details.getAttribute("data-export-url") === url; };
+    window.fetch(url, { headers: { Accept: "text/plain, */*" } }).then(function (response) {
+      return response.text().then(function (text) {
+        if (!current()) { return; }
+        if (!response.ok) { text = "Could not load this file (HTTP " + response.status + "); the download link above has it."; }
+        pre.textContent = text;
+        details.kvLoaded = response.ok ? url : null;
+        details.kvText = pre.textContent;
+      });
+    }, function () {
+      if (current()) { pre.textContent = "Could not load this file (the request failed); the download link above has it."; }
+    });
+  }, true);  // toggle does not bubble
+
   // The chart library (the page names it in <meta name="kvledger-charts">) loads after the first
   // paint: numbers and tables are readable before any chart code is fetched or run.
   var chartsRequested = false;

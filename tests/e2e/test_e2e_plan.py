@@ -160,6 +160,28 @@ def test_deploy_copy_blocks_load_their_file_when_opened(page: Any) -> None:
     page.wait_for_function("() => document.querySelector('#kserve-text').textContent.includes('InferenceService')")
 
 
+def test_a_deploy_block_opened_after_a_tick_shows_the_ticked_plan(page: Any) -> None:
+    _open_plan(page, PLAN)
+    block = "#deploy-exports details:has(#vllm-config-text)"
+    page.click(f"{block} summary")  # loaded once for the first plan (util 0.92)
+    page.wait_for_function("() => document.querySelector('#vllm-config-text').textContent.includes('0.92')")
+    page.evaluate(f"() => {{ document.querySelector('{block}').kvMark = 1; }}")
+    page.focus("#f-util")
+    page.keyboard.press("ArrowLeft")
+    page.wait_for_url("**util=0.91")
+    page.wait_for_function(PLAN_IDLE)
+    # the tick patched the block in place (an htmx element was re-created and processed every tick)
+    assert page.evaluate(f"() => document.querySelector('{block}').kvMark") == 1
+    assert page.get_attribute(block, "data-export-url").endswith("util=0.91")
+    if page.evaluate(f"() => document.querySelector('{block}').open"):
+        page.click(f"{block} summary")  # close it (the tick does: the fragment's block is closed)
+    page.focus(f"{block} summary")
+    page.keyboard.press("Enter")  # the keyboard opens it as the mouse does
+    page.wait_for_function("() => document.querySelector('#vllm-config-text').textContent.startsWith('model:')")
+    text = page.inner_text("#vllm-config-text")
+    assert "gpu-memory-utilization: 0.91" in text and "0.92" not in text
+
+
 def test_a_fast_drag_is_coalesced_to_the_newest_position(page: Any) -> None:
     _open_plan(page, PLAN)
     sent: list[str] = []

@@ -114,7 +114,7 @@ def test_a_tick_draws_the_pool_chart_with_the_numbers_and_no_chart_code(page: An
 
 def test_a_tick_patches_the_results_in_place(page: Any) -> None:
     """The results' elements survive a tick (only changed text and attributes are written), the
-    chart's SVG included; an element htmx acts on is replaced and processed, so it still works."""
+    chart's SVG included, and the deploy-file blocks, which still load their file when opened."""
     _open(page)
     page.evaluate("""() => { for (const id of ["results", "kpis", "chart-pool", "adm-tokens", "ranks"]) {
       document.getElementById(id).__kept = true; }
@@ -126,11 +126,11 @@ def test_a_tick_patches_the_results_in_place(page: Any) -> None:
     kept = page.evaluate("""() => [...["results", "kpis", "chart-pool", "adm-tokens", "ranks"].map(
       id => document.getElementById(id).__kept === true), document.querySelector("#chart-pool svg").__kept === true]""")
     assert all(kept), kept
-    exports = page.locator("#deploy-exports details[hx-get]")
-    if exports.count():  # a deploy file still loads on first open after the patch replaced its element
-        exports.first.locator("summary").click()
-        page.wait_for_function("() => !document.querySelector('#deploy-exports details[open] pre')"
-                               ".textContent.startsWith('(loading')")
+    exports = page.locator("#deploy-exports details[data-export-url]")
+    assert exports.count() == 4  # plain elements now: patched in place (their URL), not re-created
+    exports.first.locator("summary").click()  # and a deploy file still loads on open after the patch
+    page.wait_for_function("() => !document.querySelector('#deploy-exports details[open] pre')"
+                           ".textContent.startsWith('(loading')")
 
 
 def test_a_tick_patches_the_summary_and_the_save_form_keeping_what_was_typed(page: Any) -> None:

@@ -46,7 +46,7 @@ def test_plan_page_links_every_format_and_each_download_parses(client: TestClien
         "serve", "vllm-config", "kserve", "production-stack", "llm-d", "csv"]
     for fmt in ("vllm-config", "kserve", "production-stack", "llm-d"):  # a copy block each, loaded when opened
         assert f'id="{fmt}-text"' in text and f'data-copy="{fmt}-text"' in text, fmt
-        assert re.search(rf'<details hx-get="/plan/export/{fmt}\?[^"]+" hx-trigger="toggle once"', text), fmt
+        assert re.search(rf'<details data-export-url="/plan/export/{fmt}\?[^"]+">', text), fmt
     assert "servingEngineSpec" not in text and "apiVersion" not in text  # no deploy file is written per page
     bodies = {}
     for url in links:
@@ -66,7 +66,7 @@ def test_plan_without_a_model_says_why_and_links_the_ledger(client: TestClient) 
     page = client.get(stored.json()["url"])
     links = re.findall(r'href="(/plan/export/[^"]+)"', page.text)
     assert [u.split("?")[0].rsplit("/", 1)[1] for u in links] == ["csv"]
-    assert "needs the model to serve" in page.text and 'hx-trigger="toggle once"' not in page.text
+    assert "needs the model to serve" in page.text and "data-export-url" not in page.text
 
 
 def test_api_export_takes_the_plan_document(client: TestClient) -> None:

@@ -46,7 +46,7 @@ def test_saved_page_links_every_format_from_the_saved_result(client: TestClient)
     links = _links(page, slug)
     assert [u.rsplit("/", 1)[1] for u in links] == list(exports.FORMATS)
     assert "/plan/export/" not in page  # never today's recomputation of the what-if
-    copy_blocks = re.findall(r'<details hx-get="([^"]+)" hx-trigger="toggle once"', page)
+    copy_blocks = re.findall(r'<details data-export-url="([^"]+)"', page)
     assert copy_blocks == [f"/p/{slug}/export/{fmt}" for fmt in ("vllm-config", "kserve", "production-stack", "llm-d")]
     expected = plans.run_plan(PLAN_DOC)  # an independent computation of the same plan
     for url in links:
