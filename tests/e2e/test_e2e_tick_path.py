@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from typing import Any
 
 import pytest
@@ -239,11 +238,13 @@ def _is_plan_tick(url: str) -> bool:
 
 
 def _wait_for_held(page: Any, held: list[Any], count: int) -> None:
-    """Route handlers run while Playwright is waited on: wait (on the condition) until `count` are held."""
-    deadline = time.monotonic() + 45
-    while len(held) < count:
-        assert time.monotonic() < deadline, f"{len(held)} of {count} requests reached the route"
+    """Route handlers run while Playwright is waited on: wait (on the condition) until `count` are held,
+    polling at most 4,500 times (a hang guard, not a time limit)."""
+    for _ in range(4500):
+        if len(held) >= count:
+            return
         page.wait_for_timeout(10)
+    raise AssertionError(f"{len(held)} of {count} requests reached the route")
 
 
 def test_a_held_response_keeps_the_plan_busy_and_every_frame_agrees(page: Any) -> None:
