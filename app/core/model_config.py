@@ -30,7 +30,7 @@ from app.core.hfconfig import HFConfig
 from app.core.layers import ATTENTION_KINDS, LayerKind, layer_kinds, state_geometry
 from app.core.params import estimate_params
 from app.core.shape import ModelShape
-from app.core.weights_arch import plain_mlp
+from app.core.weights_arch import FALCON, plain_mlp
 from app.core.weights_build import build_weights_model
 from app.core.weights_tensor import Geometry, rank_group_bytes
 
@@ -172,8 +172,10 @@ def _architecture(config: Mapping[str, object]) -> str | None:
 def _tied(cfg: HFConfig, notes: list[str]) -> bool:
     value = cfg.get("tie_word_embeddings")
     if value is None:
-        tied = cfg.model_type().startswith("gemma")
-        notes.append(f"tie_word_embeddings absent: assumed {tied} (transformers default for the family)")
+        # Gemma: its classes tie; Falcon / RefinedWeb: FalconForCausalLM ties when the config states
+        # nothing ("previous Falcon model doesn't have tie_word_embeddings config", falcon.py @4dd49b06f)
+        tied = cfg.model_type().startswith("gemma") or cfg.model_type() in FALCON
+        notes.append(f"tie_word_embeddings absent: assumed {tied} (the default vLLM's class takes for the family)")
         return tied
     return bool(value)
 

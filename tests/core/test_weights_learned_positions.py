@@ -135,3 +135,17 @@ def test_the_profile_run_sees_an_ungated_mlp_as_up_plus_activation(tp: int) -> N
     assert mlp_elems_per_token(opt, tp) == (2 * 3072 // tp, 2 * 768)
     llama = replace(opt, gated_mlp=True)
     assert mlp_elems_per_token(llama, tp) == (3 * 3072 // tp, 2 * 768)
+
+
+def test_a_refinedweb_falcon_40b_config_ties_its_head_as_vllm_does() -> None:
+    # tiiuae/falcon-40b-instruct's own config (model_type "RefinedWeb", as quoted in a public
+    # Tenstorrent port's notes): no tie_word_embeddings, so FalconForCausalLM ties (falcon.py
+    # @4dd49b06f); new_decoder_architecture: ln_attn + ln_mlp, 8 KV heads, MLP 4 × hidden.
+    config = {"architectures": ["RWForCausalLM"], "bias": False, "hidden_size": 8192, "model_type": "RefinedWeb",
+              "n_head": 128, "n_head_kv": 8, "n_layer": 60, "new_decoder_architecture": True, "num_kv_heads": 8,
+              "parallel_attn": True, "torch_dtype": "bfloat16", "vocab_size": 65024}  # fmt: skip
+    shape = shape_from_config(config)
+    assert shape.tie_word_embeddings and shape.num_kv_heads == 8
+    h, d = 8192, 64
+    layer = 2 * 2 * h + (128 + 16) * d * h + h * h + 2 * 4 * h * h
+    assert checkpoint_bytes(_weights(config)) == 2 * (60 * layer + 65024 * h + 2 * h)  # 41,303,293,952 parameters
