@@ -507,6 +507,11 @@ def main() -> None:
     print("\n### The CUDA-graph row inside the budget (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1) against vLLM's "
           "logged estimate (v0.19 runs: logged, not applied)\n")  # fmt: skip
     print_estimate_table()
+    from estimate_warmup import print_warmup_table
+
+    print("\n### The sampler warm-up after KV sizing on the rows each log prints (app.core.profile_run "
+          "`sampler_warmup`; bench/estimate_warmup.py)\n")  # fmt: skip
+    print_warmup_table()
     print(f"\n{len(real_logs())} real logs in the repository; {len(CASES)} runs scored; not scorable:")
     for skip in SKIPS:
         print(f"- {skip.log}: {skip.reason}")
