@@ -29,7 +29,7 @@ from estimate_cases import CASES, CONFIG_VARIANTS, LOGS, SKIPS, Case, P, real_lo
 from app.core.calibration import DEFAULT, Calibration, Observation, fit
 from app.core.checks import plan_checks
 from app.core.cudagraphs import graph_terms, max_capture_size
-from app.core.estimates import EstimateContext, attention_facts, estimate_ranks, mxfp4_backend_for
+from app.core.estimates import EstimateContext, attention_facts, cuda_graph_terms, estimate_ranks, mxfp4_backend_for
 from app.core.gpus import compute_capability, resolve_gpu
 from app.core.kvspec import pp_layer_split
 from app.core.ledger import Cell, RankInput
@@ -210,8 +210,9 @@ def observations(case: Case) -> list[Observation]:
 def graph_observation(
     shape: ModelShape, ctx: EstimateContext, tp: int, pp: int, ep: bool, logged: int, source: str
 ) -> Observation | None:
-    """Driver memory per CUDA graph implied by a logged pool ("Graph capturing finished …, took X",
-    before v0.21): (X − the largest capture's tensors) / the CUDA graphs vLLM captured."""
+    """Driver memory per unit (captured size × (layers + 1), app.core.cudagraphs) implied by a logged pool
+    ("Graph capturing finished …, took X", before v0.21): (X − the largest capture's tensors) / units;
+    kind "graph_moe" for mixture-of-experts models."""
     if ctx.rules.version >= (0, 21, 0):
         return None  # vLLM's own estimate, not a measured pool
     layers = max(pp_layer_split(shape.num_layers, pp))
@@ -221,9 +222,10 @@ def graph_observation(
                         max_capture_size(shape.architecture, ctx.rules.version),
                         attention_facts(shape, tp, ctx.capability),
                         chunked_attention=bool(shape.attention_chunk_size))  # fmt: skip
-    if terms.cuda_graphs == 0:
+    if terms.units == 0:
         return None
-    return Observation("graph", max(0, logged - terms.pool_bytes) // terms.cuda_graphs, source)
+    kind = "graph_moe" if (shape.num_experts or 0) > 1 else "graph"
+    return Observation(kind, max(0, logged - terms.pool_bytes) // terms.units, source)
 
 
 def _skipped_graph_observations() -> list[Observation]:
@@ -379,12 +381,9 @@ GRAPH_UNSCORED = (
 
 
 def _graph_row(shape: ModelShape, ctx: EstimateContext, cal: Calibration) -> int:
-    layers = max(pp_layer_split(shape.num_layers, ctx.pp))
-    sharded, unsharded = forward_per_token(shape, ctx.tp, ctx.expert_parallel, ctx.uses_v1)
-    return graph_terms(ctx.rules.version, ctx.uses_v1, ctx.cudagraph_mode, ctx.enforce_eager, ctx.max_num_seqs,
-                       ctx.max_num_batched_tokens, layers, sharded + unsharded, cal,
-                       max_capture_size(shape.architecture, ctx.rules.version),
-                       attention_facts(shape, ctx.tp, ctx.capability)).total  # fmt: skip
+    """The graph row as the plan computes it (app.core.estimates `cuda_graph_terms`: MoE layers, chunked
+    attention and the version's rules included), with the constants `cal`."""
+    return cuda_graph_terms(shape, replace(ctx, calibration=cal)).total
 
 
 def graph_lines() -> list[JSON]:
@@ -429,6 +428,13 @@ def _graph_table() -> None:
         cells = [r["log"], r["states"], *("—" if x is None else f"{float(x):.2f}" for x in (logged, loo)), err,  # type: ignore[arg-type]
                  "—" if ins is None else f"{float(ins):.2f}", r["note"]]  # type: ignore[arg-type]  # fmt: skip
         print("| " + " | ".join(str(c) for c in cells) + " |")
+    scored = [r for r in graph_lines() if r["loo_gib"] is not None and r["logged_gib"]]
+    moe = {c.log for c in CASES if (_shape(c.model)[0].num_experts or 0) > 1}
+    for label, rows in (("captured pools", scored), ("of them MoE", [r for r in scored if r["log"] in moe])):
+        loo = [abs(float(r["loo_gib"]) / float(r["logged_gib"]) - 1) for r in rows]  # type: ignore[arg-type]
+        ins = [abs(float(r["in_gib"]) / float(r["logged_gib"]) - 1) for r in rows]  # type: ignore[arg-type]
+        print(f"\n{len(rows)} {label}: leave-one-out median |error| {statistics.median(loo):.1%}, "
+              f"worst {max(loo):.1%}; in-sample {statistics.median(ins):.1%}, worst {max(ins):.1%}.")  # fmt: skip
 
 
 def _gib(value: object) -> str:

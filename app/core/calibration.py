@@ -32,11 +32,11 @@ driver and libraries take outside torch's allocator:
   first large collectives of the dummy forward; the second is NCCL's, not vLLM's, code, so the
   term is fitted: the median excess of those rows over the V1 base fitted on the same
   observations. PCIe boxes: no log, `nccl_pcie` is used (nil on every PCIe log before v0.11).
-- `graph_bytes`: driver memory of one instantiated CUDA graph (its kernel nodes and parameters),
-  beyond the pool the graphs share (app.core.cudagraphs counts the graphs from vLLM's code:
-  `layers + 1` per piecewise size, one per FULL size). Fitted as the median, over the logs that
-  state a captured pool for a known model ("Graph capturing finished …, took X"), of
-  `(X − pool) / graphs`.
+- `graph_bytes` / `graph_bytes_moe`: driver memory of the instantiated CUDA graphs per captured size
+  and decoder layer + 1 (app.core.cudagraphs counts the units from vLLM's code: `(piecewise + FULL
+  sizes) × (layers + 1)`), beyond the pool the graphs share; mixture-of-experts models apart (more
+  kernels a layer). Fitted as the median, over the logs that state a captured pool for a known model
+  ("Graph capturing finished …, took X"), of `(X − pool) / units`.
 - `graph_sample_bytes` and `graph_workspace`: the two terms of vLLM's own CUDA-graph estimate
   (`profile_cudagraph_memory`, app.core.cudagraphs `vllm_estimate_terms`) that its code does not fix.
   `graph_sample_bytes` is what its per-graph sample (the second-largest size's capture, read with
@@ -76,6 +76,7 @@ class Calibration:
     graph_sample_bytes: int = 0
     graph_workspace: int = 0
     graph_sample_bytes_moe: int = 0
+    graph_bytes_moe: int = 0
 
 
 # In-sample fit over the repository's logs (bench/bench_estimates_loo.py prints it; a test checks
@@ -86,11 +87,12 @@ DEFAULT = Calibration(
     non_torch_whole=375809638,
     nccl_nvlink=2437393941,
     nccl_pcie=0,
-    graph_bytes=418200,
+    graph_bytes=192996,
     nccl_lazy_nvlink=1986422374,
     graph_sample_bytes=190650,
     graph_workspace=82706432,
     graph_sample_bytes_moe=251658,
+    graph_bytes_moe=437390,
 )
 
 
@@ -100,7 +102,7 @@ class Observation:
 
     # "non_torch_base_v0" | "non_torch_base_v1" | "non_torch_whole" | "nccl_nvlink" | "nccl_pcie" | "graph"
     # | "nccl_lazy_nvlink" (engine "v1") | "graph_sample" | "graph_sample_moe"
-    # | "graph_workspace"
+    # | "graph_workspace" | "graph_moe"
     kind: str
     value: int
     source: str
@@ -134,4 +136,5 @@ def fit(observations: Iterable[Observation], fallback: Calibration = DEFAULT) ->
         graph_sample_bytes=_median(by.get("graph_sample", []), fallback.graph_sample_bytes),
         graph_workspace=_median(by.get("graph_workspace", []), fallback.graph_workspace),
         graph_sample_bytes_moe=_median(by.get("graph_sample_moe", []), fallback.graph_sample_bytes_moe),
+        graph_bytes_moe=_median(by.get("graph_moe", []), fallback.graph_bytes_moe),
     )

@@ -27,15 +27,30 @@ How many CUDA graphs one capture size makes (what the driver memory scales with)
 Cost. All graphs of a rank capture into one memory pool, largest size first, so the pool's
 tensors are those of the largest capture (its intermediates are freed back into the pool and
 reused by every smaller capture): `pool = largest size × the dummy forward's per-token peak`. On
-top, each instantiated CUDA graph holds driver memory of its own (kernel nodes, parameters), not
-shared: `Calibration.graph_bytes` per CUDA graph (fitted, see calibration). The logged pools put
-it at 0.34–1.28 MiB a V1 graph (once FA3's accumulators below are in the pool, the eleven v0.19 H100
-FA3 logs sit at 0.34–0.41; gpt-oss 0.72, v0.10–0.11 0.55–0.73, the v0.19.1 A100 log 1.28) and
-6.94 MiB a V0 whole-model graph (file 41) (`GRAPH_BYTES_RANGE_MIB`); counting a FULL graph as one graph (file
-18, 67 piecewise + 35 FULL sizes: 0.59 MiB a graph) rather than one per layer (which put file 18
-at +64 %) is the reading of the code above, checked on that one log.
+top, each instantiated CUDA graph holds driver memory of its own (its kernel nodes and their
+parameters), not shared. What that scales with is the kernels captured, not the number of graph
+objects: a piecewise size captures the forward's kernels split over `layers + 1` graphs, a FULL size
+captures the same kernels (and the attention's) in one graph (`CUDAGraphWrapper` around the whole
+model, vllm/v1/worker/gpu_model_runner.py @4dd49b06f; V0's `CUDAGraphRunner` around the decode
+forward, vllm/worker/model_runner.py), and vLLM's own per-size samples of both modes agree within
+2 MiB on 14 of the 17 v0.19 logs that print both (app.core.calibration `graph_sample_bytes`). So the
+row pays `Calibration.graph_bytes` per captured size per decoder layer + 1 ("units": `(piecewise +
+full sizes) × (layers + 1)`), fitted on the logged pools. Counted so, the logs agree: 0.17–0.21 MiB a
+unit on the 13 dense v0.19 H100 logs and 0.17 on the one V0 log (file 41, Phi-4, whose 6.94 MiB a
+whole-model graph was 17× the per-graph figure when a FULL graph counted as one graph), the magnitude
+of vLLM's own per-size sample per layer (0.18). Mixture-of-experts layers launch more kernels a layer
+(router, top-k, the expert GEMMs and their routing/align kernels, the combine) and capture more
+memory per unit: 0.37–0.55 MiB (gpt-oss, Qwen1.5-MoE, Qwen3-VL-30B-A3B, Llama-4-Scout, Qwen3-235B;
+Qwen3-Next's hybrid 0.73), `Calibration.graph_bytes_moe`, fitted on those logs alone. Not derived:
+how much driver memory a kernel node takes (the sampled figures move in 2 MiB steps), and the
+capture's growth beyond the two sizes vLLM samples (gpt-oss's captures end with 626 / 318 MiB in
+the private pool at TP1 / TP2, logs 38 / 53, against ~0.1 GiB of tensors at the largest size; no
+line of vLLM's code found keeps them, and the MoE intermediates are per call: `triton_kernel_moe_forward`
+for gpt-oss's TRITON MXFP4 backend, the WorkspaceManager buffer grown in the profile run for the
+modular kernels). The range over the logs is `GRAPH_BYTES_RANGE_MIB`; the one A100 log and the v0.7.3 V1
+log sit at 0.77 and 0.91 MiB a unit.
 - Before v0.21 the row is what `capture_model` measured ("Graph capturing finished …, took X",
-  `free_before − free_after`): `pool + graphs × graph_bytes`, allocated after KV sizing, out of the
+  `free_before − free_after`): `pool + units × graph_bytes`, allocated after KV sizing, out of the
   `1 − gpu_memory_utilization` headroom.
 - From v0.21 (`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1` by default, PR #38284, `96a85c575`, 2026-04-21;
   the log's advice reads "This will become the default in v0.21" from `ab5666eb7`, and "default since
@@ -164,9 +179,9 @@ def fa3_split_accum_bytes(facts: AttentionFacts | None, version: Version, v1: bo
 
 
 MIB = 1024**2
-# Driver memory per CUDA graph that the logged pools imply (bench/bench_estimates_loo.py
-# `graph_observation`: files 14, 15, 18 and public/40); a test keeps it equal to the observations.
-GRAPH_BYTES_RANGE_MIB = (0.34, 6.94)
+# Driver memory per captured size and layer + 1 that the logged pools imply (bench/bench_estimates_loo.py
+# `graph_observation`, dense and MoE); a test keeps it equal to the observations.
+GRAPH_BYTES_RANGE_MIB = (0.17, 0.91)
 
 
 @dataclass(frozen=True)
@@ -177,10 +192,11 @@ class GraphTerms:
     pieces: int  # CUDA graphs per piecewise size (layers on the rank + 1)
     cuda_graphs: int  # CUDA graphs the row pays driver memory for
     pool_bytes: int  # the largest capture's tensors
-    per_graph_bytes: int  # driver memory of one CUDA graph (Calibration.graph_bytes)
+    per_graph_bytes: int  # driver memory per unit (Calibration.graph_bytes, graph_bytes_moe for MoE layers)
     total: int
     note: str
     piecewise_pool: int = 0  # the largest piecewise capture's tensors alone
+    units: int = 0  # captured sizes × (layers + 1): what the driver memory scales with (module docstring)
 
 
 def estimate_per_graph(layers_on_rank: int, cal: Calibration, moe: bool = False) -> int:
@@ -245,7 +261,8 @@ def graph_terms(
     full = len(full_sizes)
     pieces = layers_on_rank + 1 if v1 else 1
     graphs = piecewise * pieces + full
-    c = cal.graph_bytes
+    units = (piecewise + full) * (layers_on_rank + 1)
+    c = cal.graph_bytes_moe if moe and cal.graph_bytes_moe else cal.graph_bytes
     pool = {"PIECEWISE": max(sizes, default=0) * forward_bytes_per_token if piecewise else 0,
             "FULL": max(full_sizes, default=0) * forward_bytes_per_token}  # fmt: skip
     accum = fa3_split_accum_bytes(attention, version, v1, max(full_sizes, default=0))
@@ -266,11 +283,12 @@ def graph_terms(
                f"{cal.graph_workspace / MIB:.0f} MiB of kernel workspaces (fitted)"
                + _off_hopper(attention))  # fmt: skip
     else:
-        total = largest + graphs * c
+        total = largest + units * c
         how = "captured after KV sizing, outside the budget"
     lo, hi = GRAPH_BYTES_RANGE_MIB
-    note = (f"{mode}: {piecewise} piecewise sizes × {pieces} graphs + {full} full = {graphs:,} CUDA graphs × "
-            f"{c / MIB:.2f} MiB (fitted; the logs imply {lo}–{hi}) + the largest size's ({max(sizes, default=0)}) "
-            f"tensors {largest / MIB:,.0f} MiB"
+    note = (f"{mode}: {piecewise} piecewise sizes × {pieces} graphs + {full} full = {graphs:,} CUDA graphs; "
+            f"driver memory for {piecewise + full} sizes × {layers_on_rank + 1} (layers + 1) = {units:,} units × "
+            f"{c / MIB:.2f} MiB{' (MoE layers)' if moe else ''} (fitted; the logs imply {lo}–{hi}) + the largest "
+            f"size's ({max(sizes, default=0)}) tensors {largest / MIB:,.0f} MiB"
             + (f" (FA3 split accumulators {accum / MIB:,.0f} MiB)" if accum else "") + f"; {how}")  # fmt: skip
-    return GraphTerms(mode, piecewise, full, pieces, graphs, largest, c, total, note, pool["PIECEWISE"])
+    return GraphTerms(mode, piecewise, full, pieces, graphs, largest, c, total, note, pool["PIECEWISE"], units)

@@ -13,7 +13,7 @@ comes from its own module, which cites the vLLM code it counts:
 - non_torch (app.core.nontorch): lazily loaded modules and library workspaces, plus the
   communicator buffers while the init snapshot preceded NCCL set-up (V0, V1 < 0.11).
 - cuda_graphs (app.core.cudagraphs): the capture sizes of the version, FULL/PIECEWISE counts,
-  the largest graph's activations plus per-graph driver memory; 0 with enforce_eager.
+  the largest graph's activations plus driver memory per captured size and layer; 0 with enforce_eager.
 
 The few constants fitted to measurements live in app.core.calibration (scored leave-one-out by
 bench/bench_estimates_loo.py).

@@ -56,20 +56,25 @@ def test_the_missed_failures_verdicts_from_their_logs() -> None:
     public/43 (max_model_len does not fit), as the estimate reads them from their real log text."""
     rows = {str(r["case"]): r for r in evaluate("measured")}
     r38 = rows["38-v0190-gpt-oss-20b-h100-tp1-sampler-oom-after-kv.log#0"]
-    # not predicted: the estimated graph pool is under half the captured one, so the gate sees room
-    assert (r38["fails"], r38["predicted_start"], r38["warmup"]) == ("sampler_warmup", True, "fits")
-    assert int(r38["rows"]["cuda_graphs"]) < 0.5 * int(r38["measured_rows"]["cuda_graphs"])  # type: ignore[index]
+    # flagged, not predicted: with the MoE graph row (1.61 GiB LOO against 1.84 captured) the margin is inside
+    # the allocator's measured retention, "at risk", which passes the gate as it does for 8 runs that started
+    assert (r38["fails"], r38["predicted_start"], r38["warmup"]) == ("sampler_warmup", True, "at_risk")
+    graphs, logged = int(r38["rows"]["cuda_graphs"]), int(r38["measured_rows"]["cuda_graphs"])  # type: ignore[index]
+    assert 0.8 * logged < graphs < logged
     r53 = rows["53-v0190-gpt-oss-20b-h100-tp2-sampler-oom-after-kv.log#0"]
-    # flagged, not predicted: "at risk" passes the gate, as it does for 8 runs that started
-    assert (r53["fails"], r53["predicted_start"], r53["warmup"]) == ("sampler_warmup", True, "at_risk")
+    # predicted, but by the estimate's own errors: with the logged rows the margin is 0.57 GiB (at risk); the
+    # graph row is 0.29 GiB over the capture (LOO +18.5 %) and the activation 0.14 under, leaving less than
+    # the least retention measured
+    assert (r53["fails"], r53["predicted_start"], r53["warmup"]) == ("sampler_warmup", False, "fails")
+    assert int(r53["rows"]["cuda_graphs"]) > int(r53["measured_rows"]["cuda_graphs"])  # type: ignore[index]
     p43 = rows["public/43-v064post1-qwen25-72b-gptq-48gb-tp1-mml-fail.log#0"]
     assert p43["fails"] and p43["predicted_start"]
     # what is missed is the non-torch row the vGPU logs (4.09 GiB), not the weights (within 0.1 %)
     measured, estimated = p43["measured_rows"], p43["rows"]
     assert int(measured["non_torch"]) > 3 * GIB > int(estimated["non_torch"])  # type: ignore[index]
     s = summary(evaluate("measured"))
-    assert (s["failures_predicted_to_fail"], s["failures_predicted"], s["failures"]) == (6, 7, 9)
-    assert s["failures_at_risk_only"] == "53-v0190-gpt-oss-20b-h100-tp2-sampler-oom-after-kv.log#0"
+    assert (s["failures_predicted_to_fail"], s["failures_predicted"], s["failures"]) == (7, 8, 9)
+    assert s["failures_at_risk_only"] == "38-v0190-gpt-oss-20b-h100-tp1-sampler-oom-after-kv.log#0"
 
 
 def test_default_calibration_is_the_in_sample_fit() -> None:
