@@ -55,7 +55,7 @@ _EXTRACTORS: tuple[tuple[Extractor, tuple[str, ...]], ...] = (
     (cfg.api_version, ("API server version", "vLLM server version", "▀▄▀ █")),
     (cfg.non_default_args, ("non-default args",)),
     (cfg.simple_settings, ("max model len", "block size to", "max_num_batched_tokens=", "Auto-fit max_model_len")),
-    (cfg.errors, ("max seq len", "No available memory for the cache", "init engine (")),
+    (cfg.errors, ("max seq len", "No available memory for the cache", "init engine (", "CUDA out of memory. Tried")),
     (ln.v0_profile_table, ("Memory profiling results:", *ln.TABLE_NEEDLES)),
 )
 LOOKED_FOR = (
@@ -63,7 +63,7 @@ LOOKED_FOR = (
     "'Memory profiling takes' and the V0 three-line block, '# GPU/CUDA/cuda blocks', "
     "'Available KV cache memory', 'GPU KV cache size', 'Maximum concurrency for … tokens per request', "
     "CUDA-graph lines, 'Free memory on device', 'kv_cache_memory_bytes', 'num_gpu_blocks is', the "
-    "engine config line, 'non-default args' and the start-up errors"
+    "engine config line, 'non-default args' and the start-up errors (CUDA out of memory included)"
 )
 
 # An SGR/CSI escape, as the terminal wrote it (ESC = \x1b) or as pasted from a pager or an issue in

@@ -12,7 +12,11 @@ Sources (VLLM-NOTES §1.10, §2.1, §6):
   serve at least one request with the models's max seq len (%d), (%s GiB KV cache is needed …
   (%s GiB). Based on the available memory, the estimated maximum model length is %d`
   (v1/core/kv_cache_utils.py:717ff; typo "models's" until 2026-05-15), `No available memory for
-  the cache blocks` (kv_cache_utils.py:691); the free-memory error lives in vllm_log_lines.
+  the cache blocks` (kv_cache_utils.py:691); the free-memory error lives in vllm_log_lines; PyTorch's
+  out-of-memory error wherever vLLM raised it at start-up (loading weights, the profile run, the KV
+  tensors, graph capture, the sampler warm-up): `CUDA out of memory. Tried to allocate %s. GPU %d has a
+  total capacity of %s of which %s is free. … Of the allocated memory %s is allocated by PyTorch`
+  (c10/cuda/CUDACachingAllocator.cpp, torch ≥ 2.1; sizes from `format_size`: bytes, KiB, MiB, GiB).
 - `init engine (profile, create kv cache, warmup model) took %.2f s` (v1/engine/core.py),
   `Auto-fit max_model_len: reduced from %d to %d` (kv_cache_utils.py).
 """
@@ -262,6 +266,12 @@ _V1_MSL = re.compile(
 )
 _EST = re.compile(r"[Ee]stimated maximum model length is " + INT)
 _NO_MEM = re.compile(r"No available memory for the cache blocks")
+_OOM = re.compile(
+    r"CUDA out of memory\. Tried to allocate " + N + r" ?(bytes|KiB|MiB|GiB)\. GPU (\d{1,3}) has a total capacity "
+    r"of " + N + r" ?(bytes|KiB|MiB|GiB) of which " + N + r" ?(bytes|KiB|MiB|GiB) is free"
+)
+_OOM_BY_TORCH = re.compile(r"Of the allocated memory " + N + r" ?(bytes|KiB|MiB|GiB) is allocated by PyTorch")
+_SCALE = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
 _INIT = re.compile(r"init engine \(profile, create kv cache, warmup model\) took " + N + r" ?s")
 
 
@@ -295,7 +305,29 @@ def errors(seg: str) -> list[Fact]:
     for m in _NO_MEM.finditer(seg):
         msg = "vLLM refused to start: no memory is left for KV cache blocks after weights and activations"
         out.append(Fact("error", "no_kv_memory", msg, m[0], 0, m.start()))
+    out += _oom(seg)
     for m in _INIT.finditer(seg):
         out.append(seconds("engine", "init_seconds", m[1], m.start()))
         out.append(Fact("mark", "init_done", True, pos=m.start()))
+    return out
+
+
+def _oom(seg: str) -> list[Fact]:
+    """PyTorch's CUDA out-of-memory error (the message `c10/cuda/CUDACachingAllocator.cpp` formats): a
+    start-up failure with the request, the card's total capacity and what was free, as printed."""
+    out: list[Fact] = []
+    for m in _OOM.finditer(seg):
+        by_torch = _OOM_BY_TORCH.search(seg, m.end(), m.end() + 300)
+        nums: list[tuple[str, Value | None]] = [
+            ("tried_bytes", round(float(m[1]) * _SCALE[m[2]])),
+            ("gpu", int(m[3])),
+            ("total_capacity_bytes", round(float(m[4]) * _SCALE[m[5]])),
+            ("free_bytes", round(float(m[6]) * _SCALE[m[7]])),
+            ("allocated_by_pytorch_bytes", round(float(by_torch[1]) * _SCALE[by_torch[2]]) if by_torch else None),
+        ]
+        msg = (
+            f"vLLM did not start: CUDA out of memory on GPU {m[3]} (tried to allocate {m[1]} {m[2]}; "
+            f"{m[6]} {m[7]} of {m[4]} {m[5]} free)"
+        )
+        out.append(Fact("error", "cuda_out_of_memory", msg, m[0], 0, m.start(), numbers=tuple(nums)))
     return out

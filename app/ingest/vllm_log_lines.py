@@ -67,8 +67,8 @@ def _decimals(s: str) -> int:
 
 
 def size(scope: str, name: str, s: str, unit: str, pos: int, starts: bool = False) -> Fact:
-    """A byte size printed as `s` in `unit` (GiB, "GB" meaning GiB, MiB or bytes)."""
-    scale = MIB if unit == "MiB" else (1 if unit == "bytes" else GIB)
+    """A byte size printed as `s` in `unit` (GiB, "GB" meaning GiB, MiB, "MB" meaning MiB, or bytes)."""
+    scale = MIB if unit in ("MiB", "MB") else (1 if unit == "bytes" else GIB)
     value = round(float(s) * scale)
     tol = round(0.5 * 10 ** -_decimals(s) * scale) if scale != 1 else 0
     return Fact(scope, name, value, f"{s} {unit}", tol, pos, starts)
@@ -93,7 +93,9 @@ def clue(basis: str, lo: str = "", hi: str = "", pos: int = 0) -> Fact:
 Extractor = Callable[[str], list[Fact]]
 
 # ---------------------------------------------------------------- weights
-_WEIGHTS_V0 = re.compile(r"Loading model weights took " + N + r" ?(GB|GiB)")
+# "MB" is the branch of vLLM PR #3120 (2024-02-29, bytes / 2**20 with two decimals: opt-125m's 250.5e6 fp16
+# bytes print as 244.61); the merged code (385da2dae, model_runner.py) prints bytes / 2**30 as "%.4f GB".
+_WEIGHTS_V0 = re.compile(r"Loading model weights took " + N + r" ?(GB|GiB|MB)")
 _WEIGHTS_V1 = re.compile(r"Model loading took " + N + r" ?(GB|GiB)( memory)? and " + N + r" s")
 
 
