@@ -49,13 +49,21 @@
     });
   }
 
+  // One formatter per digit count: toLocaleString with options builds a new one on every call (a
+  // slider tick's input event formats its read-out before its request goes out).
+  var formats = {};
+  function formatFixed(value, digits) {
+    var format = formats[digits] || (formats[digits] = new Intl.NumberFormat("en-US",
+      { minimumFractionDigits: digits, maximumFractionDigits: digits }));
+    return format.format(value);
+  }
   function showValue(input) {
     var out = document.getElementById(input.getAttribute("data-output"));
     if (!out) { return; }
     var digits = parseInt(input.getAttribute("data-digits") || "0", 10);
     var value = parseFloat(input.value);
-    out.textContent = isNaN(value) ? input.value
-      : value.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+    var text = isNaN(value) ? input.value : formatFixed(value, digits);
+    if (out.textContent !== text) { out.textContent = text; }
   }
 
   function copyText(button) {
@@ -196,8 +204,10 @@
       var next = n.nextSibling;
       if (n.nodeType === 1 && n.hasAttribute("hx-preserve") && !(o && sameKind(o, n))) {
         old.insertBefore(n, o);  // htmx's placeholder: the live element was moved out for the swap
+      } else if (o && sameKind(o, n) && o.isEqualNode(n)) {
+        o = o.nextSibling;  // unchanged (a native comparison): kept as it is, an htmx element too (already processed)
       } else if (o && sameKind(o, n) && !isHtmxElement(n)) {
-        if (!o.isEqualNode(n)) { patchNode(o, n, added); }  // a native comparison skips unchanged subtrees
+        patchNode(o, n, added);
         o = o.nextSibling;
       } else if (o) {
         var replaced = o;
@@ -271,7 +281,7 @@
     ? function (callback) { window.requestIdleCallback(callback, { timeout: 50 }); }
     : function (callback) { setTimeout(callback, 0); };
   function deferAddress(xhr) {
-    var url = xhr && xhr.getResponseHeader("HX-Replace-Url");
+    var url = xhr && responseHeader.call(xhr, "HX-Replace-Url");  // htmx is not shown it (below)
     if (!url || !window.htmx) { return; }
     window.htmx.config.historyEnabled = false;
     var first = nextAddress === null;
@@ -288,6 +298,19 @@
     }
   }
   function historyOn() { if (window.htmx) { window.htmx.config.historyEnabled = true; } }
+
+  // The same address, as htmx saw it: before its (switched-off) history write htmx still queried the
+  // page for [hx-history="false" i] and made three sessionStorage writes per tick. For a plan-form
+  // request htmx is not shown HX-Replace-Url (it asks getResponseHeader; writeAddress above reads
+  // the header itself and writes the address), so it has no history update to make.
+  var responseHeader = XMLHttpRequest.prototype.getResponseHeader;
+  document.addEventListener("htmx:beforeSend", function (event) {
+    var d = event.detail, xhr = d.xhr, form = d.requestConfig ? d.requestConfig.elt : null;
+    if (!xhr || !form || form.id !== "plan-form") { return; }
+    xhr.getResponseHeader = function (name) {
+      return String(name).toLowerCase() === "hx-replace-url" ? null : responseHeader.call(xhr, name);
+    };
+  });
   document.addEventListener("htmx:afterSwap", historyOn);
   document.addEventListener("htmx:afterRequest", historyOn);
 

@@ -298,3 +298,23 @@ def test_the_pool_chart_reads_without_javascript(browser: Any, server_url: str) 
         assert "needs JavaScript" not in (page.locator("#results").text_content() or "")  # nothing to apologise for
     finally:
         context.close()
+
+
+def test_a_tick_writes_no_session_storage(page: Any) -> None:
+    """htmx handled a tick's HX-Replace-Url although its history writes were off: a page query for
+    [hx-history=false] and three sessionStorage writes per tick. The address is app.js's to write;
+    a tick now writes no storage at all, and the address still follows the slider."""
+    _open(page)
+    page.evaluate("""() => { window.__storage = [];
+      for (const name of ["setItem", "removeItem"]) {
+        const original = Storage.prototype[name];
+        Storage.prototype[name] = function (...args) {
+          window.__storage.push([name, args[0]]);
+          return original.apply(this, args);
+        };
+      } }""")
+    page.evaluate(SPY)
+    _tick(page, "0.79")
+    page.wait_for_url("**util=0.79**")
+    assert page.evaluate("() => window.__storage") == []
+
