@@ -196,3 +196,24 @@ def test_a_fast_drag_is_coalesced_to_the_newest_position(page: Any) -> None:
                            "document.getElementById('chart-pool-data').dataset.version")
     assert 1 <= len(sent) <= 2 and "util=0.79" in sent[-1], sent
     assert page.inner_text("#out-util") == "0.79"
+
+
+def test_an_out_of_range_number_gets_the_servers_message_in_its_slot(page: Any) -> None:
+    """The plan form does not let the browser halt its requests on a min/max constraint (htmx checked
+    every field's validity, one event each, on every slider tick, and an out-of-range number stopped
+    the request with no word on the page): the server answers with the field's message, and a slider
+    tick with the field still wrong says so too."""
+    _open_plan(page, PLAN)
+    page.fill("#f-pp", "0")
+    page.wait_for_function("() => document.querySelector('#err-pp').textContent.trim() !== ''")
+    message = page.inner_text("#err-pp")
+    assert "greater than or equal to 1" in message, message
+    with page.expect_response(lambda r: "util=0.77" in r.url and "pp=0" in r.url) as tick:
+        page.evaluate("() => { const e = document.getElementById('f-util'); e.value = '0.77'; "
+                      "e.dispatchEvent(new Event('input', {bubbles: true})); }")
+    assert tick.value.status == 422  # the request went out: the browser did not halt it
+    page.wait_for_function(PLAN_IDLE)
+    assert page.inner_text("#err-pp") == message
+    page.fill("#f-pp", "1")
+    page.wait_for_function("() => document.querySelector('#err-pp').textContent.trim() === ''")
+    page.wait_for_selector("#adm-tokens")
