@@ -9,6 +9,7 @@ the GPU, the layout, and sometimes typing a value the validator refuses) go thro
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -149,3 +150,22 @@ def test_a_changed_catalogue_entry_is_a_new_key(monkeypatch: pytest.MonkeyPatch)
 )
 def test_documents_the_terms_do_not_serve_take_the_uncached_path(doc: Mapping[str, object]) -> None:
     assert plan_terms.document_key(doc) is None
+
+
+def test_a_small_plan_keeps_its_columns_and_weighs_what_they_hold() -> None:
+    """Up to COLUMNS_MAX_RANKS ranks the plan input is kept with its ranks' columns (the ticks of one
+    prefill chunk share them), weighed COLUMNS_WEIGHT times its ranks; a larger one is kept as built."""
+    terms = PlanTerms()
+    for count, kept in ((8, True), (plan_terms.COLUMNS_MAX_RANKS, True), (plan_terms.COLUMNS_MAX_RANKS + 8, False)):
+        doc = plan_query.plan_from_query({"model": "llama-3.1-8b", "tp": "8", "util": "0.5"})
+        doc["gpu"] = {**doc["gpu"], "count": count}
+        before = terms.cache.weight
+        first = terms.plan_input(doc)
+        second = terms.plan_input({**doc, "engine": {**doc["engine"], "gpu_memory_utilization": 0.6}})
+        if kept:
+            assert first.columns is not None and second.columns is first.columns
+        else:
+            assert first.columns is None and second.columns is None
+        assert replace(first, columns=None) == plan_inputs.plan_input(doc)  # columns aside, the same input
+        added = terms.cache.weight - before - 1  # less the validated document's entry
+        assert added == (plan_terms.COLUMNS_WEIGHT if kept else 1) * count + 1
