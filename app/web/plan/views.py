@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.core.errors import InputError
+from app.ingest.catalogue import find_model
 from app.services import plan_inputs, plan_query, plans
 from app.services.base_documents import BaseStore
 from app.services.layout_choice import LayoutChoice, smallest_starting_layout
@@ -92,10 +93,9 @@ def _opening_layout(structure: Mapping[str, str]) -> LayoutChoice | None:
 def _pins(structure: Mapping[str, str]) -> tuple[str | None, ...]:
     """The config sha256 of the catalogue models a query names: part of every memo key computed
     from it, so a changed catalogue is a new key."""
-    from app.ingest.catalogue import find_model
-
-    entries = (find_model(structure[k]) if k in structure else None for k in ("model", "spec_model"))
-    return tuple(entry.sha256 if entry is not None else None for entry in entries)
+    model, draft = structure.get("model"), structure.get("spec_model")
+    entry, draft_entry = find_model(model) if model else None, find_model(draft) if draft else None
+    return entry.sha256 if entry is not None else None, draft_entry.sha256 if draft_entry is not None else None
 
 
 def _defaults(
