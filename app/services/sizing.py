@@ -166,8 +166,14 @@ def resolve(doc: object) -> Sizing:
 
 
 def plan_url(doc: JSON) -> str:
-    """The plan page of a candidate's plan document (its canonical what-if query)."""
-    return "/plan?" + urlencode(sorted(plan_query.query_from_plan(doc).items()))
+    """The plan page of a candidate's plan document (its canonical what-if query), TP and PP
+    always stated: a plan URL without them opens at the smallest layout that starts
+    (app.services.layout_choice), so a TP1 row's link would open another plan."""
+    query = plan_query.query_from_plan(doc)
+    layout = doc.get("layout")
+    for name in ("tp", "pp"):
+        query.setdefault(name, str(layout.get(name, 1) if isinstance(layout, dict) else 1))
+    return "/plan?" + urlencode(sorted(query.items()))
 
 
 def compromises(config: EngineConfig) -> list[str]:

@@ -104,3 +104,17 @@ def test_gpu_preset_knob_round_trips(client: TestClient) -> None:
     via_doc = client.post("/api/v1/plan", json=option["plan"]).json()
     assert via_url["tokens"] == via_doc["tokens"] == option["tokens"]
     assert via_url["ranks"][0]["free_at_start_bytes"] == option["plan"]["gpu"]["free_at_start"]
+
+
+def test_every_rows_link_opens_its_own_layout(client: TestClient) -> None:
+    """A TP1 row's link states tp=1: a plan URL without TP opens at the smallest layout that
+    starts, so the TP1 PP2 row of a 70B model at fp8 opened a TP2 × PP2 plan with other tokens."""
+    out = run_size({"model": {"catalogue": "llama-3.1-70b"}, "target": {"max_model_len": 8192, "concurrency": 8},
+                    "gpus": ["H100 80GB"], "max_gpus": 2, "options": {"engines_per_gpu": [1], "pp": [1, 2],
+                    "kv_cache_dtype": ["fp8"], "quantization": ["fp8"]}})  # fmt: skip
+    rows = out["options"] + out["near_misses"]
+    assert any(row["tp"] == 1 and row["pp"] == 2 for row in out["options"])
+    for row in rows:
+        plan = client.get(row["url"].replace("/plan?", "/plan.json?")).json()
+        assert (plan["layout"]["tp"], plan["layout"]["pp"]) == (row["tp"], row["pp"]), row["url"]
+        assert plan["tokens"] == row["tokens"], row["url"]
