@@ -298,3 +298,17 @@ def test_the_default_plan_saves_from_its_own_page(client: TestClient) -> None:
     saved = client.get(response.headers["location"] + ".json").json()
     assert saved["tokens"] == client.get("/plan.json").json()["tokens"]
     assert client.post("/plans", data={"plan": "/sim"}).status_code == 422
+
+
+def test_the_edit_link_of_a_saved_tp1_plan_opens_tp1(client: TestClient, renders: list[RenderEvent]) -> None:
+    """A saved plan at TP1 that does not start (a 70B model on one H100): its edit link and every
+    start lever on its page keep TP1 (a plan URL without TP opens at the smallest layout that starts:
+    the edit link opened a TP4 plan, the fp8-KV lever a TP4 one)."""
+    doc = {"model": {"catalogue": "llama-3.1-70b"}, "gpu": {"name": "H100 80GB"}, "layout": {"tp": 1}}
+    saved = _save(client, doc, title="one card")
+    page = client.get(saved["url"]).text
+    edit_url = last_render(renders, "pages/saved_plan.html").context["edit_url"]
+    opened = client.get(edit_url.replace("/plan?", "/plan.json?")).json()
+    assert opened["layout"]["tp"] == 1 and opened["tokens"] == saved["tokens"] == 0
+    levers = [html.unescape(u) for u in re.findall(r'href="(/plan\?[^"]*(?:kv_dtype|quant)=fp8[^"]*)"', page)]
+    assert levers and all("tp=1" in url for url in levers), levers
