@@ -175,3 +175,20 @@ def test_the_advice_never_promises_a_box_it_emptied(client: TestClient) -> None:
     assert "the log stays in the box" not in big.text and "paste or choose the log again" in big.text
     small = client.post("/import", data={"text": LOG39}, headers=SAME)
     assert "the log stays in the box" in small.text
+
+
+
+def test_an_open_version_range_reads_in_words(client: TestClient) -> None:
+    """public/05 (vLLM 0.9.2, unstated) implies "0.9.1 or later" with no upper bound: the import
+    page said "vLLM not stated (inferred 0.9.1 – <?)"."""
+    from app.web.plan.workflows import run_display
+
+    text = next((LOGS / "public").glob("05-*.log")).read_text()
+    (run,) = imports.import_log(text)["runs"]
+    low = run["version"]["inferred_min"]
+    assert low and run["version"]["inferred_max_exclusive"] is None
+    page = client.post("/import", data={"text": text}, headers=SAME).text
+    assert f"not stated (inferred {low} or later)" in page and "&lt;?" not in page and "<?" not in page
+    both = run_display(0, {"version": {"inferred_min": "0.8.0", "inferred_max_exclusive": "0.9.0"}})
+    assert both["version_text"] == "not stated (inferred 0.8.0 – <0.9.0)"
+    assert run_display(0, {"version": {}})["version_text"] == "not stated (no version inferred)"

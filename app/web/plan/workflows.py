@@ -90,12 +90,22 @@ def _scalars(section: object) -> dict[str, object]:
     return {k: v for k, v in section.items() if isinstance(v, str | int | float)}
 
 
+def _inferred(version: Mapping[str, Any]) -> str:
+    """The version range the log's lines imply, in words: "inferred 0.9.1 – <0.10.0", "inferred 0.9.1
+    or later", "inferred before 0.8.0" (not "0.9.1 – <?" when one bound is open)."""
+    low, high = version.get("inferred_min"), version.get("inferred_max_exclusive")
+    if low and high:
+        return f"inferred {low} – <{high}"
+    if low or high:
+        return f"inferred {low} or later" if low else f"inferred before {high}"
+    return "no version inferred"
+
+
 def run_display(index: int, run: Mapping[str, Any]) -> dict[str, Any]:
     """One parsed run's display pieces on the import page (its plan link is added by the server)."""
     version = run.get("version") or {}
     stated = run.get("vllm_version")
-    inferred = f"{version.get('inferred_min') or '?'} – <{version.get('inferred_max_exclusive') or '?'}"
-    return {"index": index, "run": run, "version_text": stated or f"not stated (inferred {inferred})",
+    return {"index": index, "run": run, "version_text": stated or f"not stated ({_inferred(version)})",
             "settings": _scalars(run.get("settings")), "engine": _scalars(run.get("engine"))}
 
 
