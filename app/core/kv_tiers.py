@@ -93,6 +93,9 @@ def check_offload(offload: KVOffload, version: tuple[int, int, int], label: str)
     if offload.cpu_bytes <= 0:
         raise InputError("engine.kv_offload.cpu_bytes", "must be above 0: vLLM's CPUOffloadingSpec raises "
                          "'cpu_bytes_to_use must be specified' for 0, and a size of 0 turns no tier on")
+    if _gib(offload.cpu_bytes) == "0":  # the flag vLLM reads in GiB would say 0, which it refuses (above)
+        raise InputError("engine.kv_offload.cpu_bytes", f"{offload.cpu_bytes:,} B is --kv-offloading-size 0 in "
+                         "vLLM's GiB, which CPUOffloadingSpec refuses: a bare number is bytes, give the unit (100GiB)")
     if offload.disk_bytes is not None and offload.disk_bytes <= 0:
         raise InputError("engine.kv_offload.disk_bytes", "must be above 0 (leave it out, or null, for no disk tier)")
     if offload.backend == "native" and offload.disk_bytes is not None:
@@ -139,6 +142,23 @@ def _chunked(name: str, total: int, workers: int, rkv: RankKV, chunk: int, bandw
     chunk_bytes = chunk * rkv.kv_bytes_per_token
     chunks = per_rank // chunk_bytes if chunk_bytes > 0 else 0
     return Tier(name, chunks * chunk_bytes * workers, chunks * chunk_bytes, chunks * chunk, chunk, bandwidth)
+
+
+def empty_tier_warning(tiers: tuple[Tier, ...], rkv: RankKV, offload: KVOffload | None, workers: int) -> str | None:
+    """A message when an offload tier is smaller than its unit (one GPU block over the workers for the
+    native backend, one chunk for LMCache): vLLM then offloads nothing to it (0 blocks / chunks)."""
+    empty = [t for t in tiers[1:] if t.tokens == 0]
+    if offload is None or not empty:
+        return None
+    per_rank = offload.cpu_bytes // workers if empty[0].name == "cpu" else (offload.disk_bytes or 0) // workers
+    native = offload.backend == "native"
+    unit_bytes = _block_bytes(rkv) if native else offload.chunk_size * rkv.kv_bytes_per_token
+    if unit_bytes <= 0:
+        return None
+    unit = f"one GPU block ({unit_bytes:,} B a worker)" if native else (
+        f"one {offload.chunk_size}-token chunk ({unit_bytes:,} B)")
+    return (f"the {empty[0].name} KV tier holds nothing: {per_rank:,} B a worker is less than {unit}, so "
+            "vLLM offloads no KV to it; give engine.kv_offload a size with its unit (e.g. 100GiB)")
 
 
 def pinned_per_node(tiers: tuple[Tier, ...], gpus_on_node: int) -> int:

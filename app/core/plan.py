@@ -21,7 +21,7 @@ from app.core.extra_rows import ExtraInputs, RankExtras, with_extra_rows
 from app.core.free_gap import free_gap_message
 from app.core.gpus import compute_capability
 from app.core.in_flight import async_scheduling_on, concurrent_batches
-from app.core.kv_tiers import KVOffload, Node, Tier, kv_tiers, node_warning
+from app.core.kv_tiers import KVOffload, Node, Tier, empty_tier_warning, kv_tiers, node_warning
 from app.core.kvspec import RankKV, rank_kv, rank_kv_uniform
 from app.core.ledger import LedgerRules, RankInput, RankLedger
 from app.core.lora import LoraSpec
@@ -388,6 +388,9 @@ def warnings(result: PlanResult) -> tuple[Warning, ...]:
         out.append(Warning("draft_unnamed", "the draft model has no name: put its HF id or path in "
                            "--speculative-config's \"model\""))
     layout = plan.layout
+    empty = empty_tier_warning(result.tiers, result.rkv, plan.engine.kv_offload, layout.tp * layout.pp)
+    if empty is not None:
+        out.append(Warning("kv_offload_holds_nothing", empty))
     if plan.node is not None and len(result.tiers) > 1:
         message = node_warning(result.tiers, plan.node, layout.tp * layout.pp * layout.dp)
         if message is not None:

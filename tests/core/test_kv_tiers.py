@@ -93,6 +93,7 @@ def test_every_tier_entry_of_explain_is_an_identity() -> None:
         ({"backend": "nixl", "cpu_bytes": "1 GiB"}, "engine.kv_offload.backend", "native, lmcache"),
         ({"backend": "native", "cpu_bytes": -5}, "engine.kv_offload.cpu_bytes", ""),
         ({"backend": "native", "cpu_bytes": 0}, "engine.kv_offload.cpu_bytes", ""),
+        ({"backend": "native", "cpu_bytes": 100}, "engine.kv_offload.cpu_bytes", "--kv-offloading-size 0"),
         ({"backend": "native", "cpu_bytes": "1e30 GiB"}, "engine.kv_offload.cpu_bytes", "4 PiB"),
         ({"backend": "native", "cpu_bytes": "1 GiB", "disk_bytes": "1 TiB"}, "engine.kv_offload.disk_bytes", "disk"),
         ({"backend": "lmcache", "cpu_bytes": "1 GiB", "chunk_size": 0}, "engine.kv_offload.chunk_size", ""),
@@ -147,3 +148,16 @@ def test_a_larger_tier_never_holds_fewer_tokens(per_token: int, small: int, extr
         assert a.tokens <= b.tokens
         assert b.bytes <= small + extra and b.bytes_per_rank * workers == b.bytes  # never more than given
         assert b.tokens * per_token <= b.bytes_per_rank  # every token's shard fits on each worker
+
+
+def test_a_tier_smaller_than_one_block_says_it_holds_nothing() -> None:
+    """A byte short of one Qwen3-8B block on each of two workers (36 layers × 4 heads × 128 × 2 × 2 B ×
+    16 tokens = 1,179,648 B a worker): vLLM makes 0 CPU blocks, and the plan says so."""
+    block = LAYERS * (KV_HEADS // 2) * HEAD_DIM * 2 * DTYPE_BYTES * 16
+    small = run_plan(_plan(2, {"backend": "native", "cpu_bytes": 2 * block - 1}), with_levers=False)
+    assert small["kv_tiers"][1]["tokens"] == 0
+    (warning,) = [w for w in small["warnings"] if w["code"] == "kv_offload_holds_nothing"]
+    assert "1,179,647 B a worker is less than one GPU block (1,179,648 B a worker)" in warning["message"]
+    one = run_plan(_plan(2, {"backend": "native", "cpu_bytes": 2 * block}), with_levers=False)
+    assert one["kv_tiers"][1]["tokens"] == 16
+    assert all(w["code"] != "kv_offload_holds_nothing" for w in one["warnings"])

@@ -59,3 +59,14 @@ def test_api_plan_carries_the_tiers(client: TestClient) -> None:
     assert reply.status_code == 200, reply.text[:300]
     tiers = reply.json()["kv_tiers"]
     assert [t["name"] for t in tiers] == ["gpu", "cpu"] and all({"name", "bytes", "tokens"} <= set(t) for t in tiers)
+
+
+def test_a_bare_number_for_the_cpu_tier_is_refused_beside_its_field(client: TestClient) -> None:
+    """offload=100 is 100 bytes: the page showed a CPU tier of 0 B and 0 tokens and the command said
+    `--kv-offloading-size 0` (vLLM's CPUOffloadingSpec refuses 0); now the field says why."""
+    page = client.get("/plan?model=qwen3-8b&tp=2&offload=100")
+    assert page.status_code == 422
+    assert 'id="err-offload"' in page.text and "--kv-offloading-size 0" in page.text
+    assert "--kv-offloading-size 0 " not in page.text.split('id="err-offload"')[0]
+    twin = client.get("/plan.json?model=qwen3-8b&tp=2&offload=100")
+    assert twin.status_code == 422 and twin.json()["error"]["field"] == "engine.kv_offload.cpu_bytes"
