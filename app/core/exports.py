@@ -57,6 +57,12 @@ def pairs_of(result: Mapping[str, Any]) -> list[tuple[str, FlagValue]]:
     return [(str(a["flag"]), None if a["value"] is None else str(a["value"])) for a in result.get("vllm_args", [])]
 
 
+def env_of(result: Mapping[str, Any]) -> dict[str, str]:
+    """The environment the plan's engine needs (`kv_offload_env`: LMCache's sizes), in every format."""
+    env = result.get("kv_offload_env")
+    return {str(k): str(v) for k, v in env.items()} if isinstance(env, Mapping) else {}
+
+
 def _model(pairs: Sequence[tuple[str, FlagValue]], fmt: str) -> str:
     for flag, value in pairs:
         if flag == MODEL_FLAG and value:
@@ -99,10 +105,19 @@ def k8s_name(model: str) -> str:
     return name if name and name[0].isalpha() else f"m-{name}".strip("-")
 
 
-def serve_command(pairs: Sequence[tuple[str, FlagValue]]) -> str:
-    """`vllm serve MODEL \\` then one flag per line, every word shell-quoted."""
+Env = Mapping[str, str]
+
+
+def _env_list(env: Env) -> list[dict[str, str]]:
+    """A Kubernetes container's `env` entries."""
+    return [{"name": k, "value": v} for k, v in env.items()]
+
+
+def serve_command(pairs: Sequence[tuple[str, FlagValue]], env: Env | None = None) -> str:
+    """`vllm serve MODEL \\` then one flag per line, every word shell-quoted; the environment the
+    plan needs (LMCache's sizes, `kv_offload_env`) as `NAME=value \\` lines before it."""
     model = _model(pairs, "serve")
-    lines = [f"vllm serve {shlex.quote(model)}"]
+    lines = [f"{k}={shlex.quote(v)}" for k, v in (env or {}).items()] + [f"vllm serve {shlex.quote(model)}"]
     lines += ["  " + " ".join(shlex.quote(w) for w in ([f] if v is None else [f, v])) for f, v in _rest(pairs)]
     return " \\\n".join(lines) + "\n"
 
@@ -111,12 +126,14 @@ def _yaml(data: object) -> str:
     return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True)
 
 
-def vllm_config(pairs: Sequence[tuple[str, FlagValue]]) -> str:
-    """vLLM's `--config` file: `vllm serve --config FILE` (the model is its `model` key)."""
-    return _yaml({"model": _model(pairs, "vllm-config"), **config_mapping(_rest(pairs))})
+def vllm_config(pairs: Sequence[tuple[str, FlagValue]], env: Env | None = None) -> str:
+    """vLLM's `--config` file: `vllm serve --config FILE` (the model is its `model` key); a file
+    cannot set the environment, so what the plan needs there is a comment above it."""
+    header = "".join(f"# set in the engine's environment: {k}={v}\n" for k, v in (env or {}).items())
+    return header + _yaml({"model": _model(pairs, "vllm-config"), **config_mapping(_rest(pairs))})
 
 
-def kserve(pairs: Sequence[tuple[str, FlagValue]]) -> str:
+def kserve(pairs: Sequence[tuple[str, FlagValue]], env: Env | None = None) -> str:
     model = _model(pairs, "kserve")
     name = k8s_name(model)
     gpus = gpus_per_engine(pairs)
@@ -128,12 +145,13 @@ def kserve(pairs: Sequence[tuple[str, FlagValue]]) -> str:
             "modelFormat": {"name": "huggingface"},
             "args": [f"--model_name={name}", f"--model_id={model}", *args_list(_rest(pairs))],
             "resources": {"limits": {"nvidia.com/gpu": gpus}, "requests": {"nvidia.com/gpu": gpus}},
+            **({"env": _env_list(env)} if env else {}),
         }}},
     }
     return _yaml(doc)
 
 
-def production_stack(pairs: Sequence[tuple[str, FlagValue]]) -> str:
+def production_stack(pairs: Sequence[tuple[str, FlagValue]], env: Env | None = None) -> str:
     model = _model(pairs, "production-stack")
     vllm: dict[str, object] = {"enablePrefixCaching": True}
     for flag, key in _PRODUCTION_STACK_KEYS.items():
@@ -141,16 +159,17 @@ def production_stack(pairs: Sequence[tuple[str, FlagValue]]) -> str:
             vllm[key] = _value(pairs, flag)
     vllm["extraArgs"] = args_list(_rest(pairs, _PRODUCTION_STACK_KEYS))
     spec = {"name": k8s_name(model), "repository": IMAGE, "tag": IMAGE_TAG, "modelURL": model, "replicaCount": 1,
-            "requestCPU": 8, "requestMemory": "32Gi", "requestGPU": gpus_per_engine(pairs), "vllmConfig": vllm}
+            "requestCPU": 8, "requestMemory": "32Gi", "requestGPU": gpus_per_engine(pairs), "vllmConfig": vllm,
+            **({"env": _env_list(env)} if env else {})}
     return _yaml({"servingEngineSpec": {"modelSpec": [spec]}})
 
 
-def llm_d(pairs: Sequence[tuple[str, FlagValue]]) -> tuple[str, tuple[str, ...]]:
+def llm_d(pairs: Sequence[tuple[str, FlagValue]], env: Env | None = None) -> tuple[str, tuple[str, ...]]:
     model = _model(pairs, "llm-d")
     parallelism = {key: _value(pairs, flag) for flag, key in _LLM_D_PARALLELISM.items()}
     parallelism["dataLocal"] = parallelism["data"]
     container = {"name": "vllm", "image": "ghcr.io/llm-d/llm-d-cuda:latest", "modelCommand": "vllmServe",
-                 "args": args_list(_rest(pairs, _LLM_D_PARALLELISM))}
+                 "args": args_list(_rest(pairs, _LLM_D_PARALLELISM)), **({"env": _env_list(env)} if env else {})}
     doc = {"modelArtifacts": {"name": model, "uri": f"hf://{model}"},
            "decode": {"create": True, "replicas": 1, "parallelism": parallelism, "containers": [container]},
            "prefill": {"create": False}}
@@ -182,17 +201,17 @@ def ledger_csv(result: Mapping[str, Any]) -> str:
 
 def export(result: Mapping[str, Any], fmt: str) -> Export:
     """The plan JSON `result` in format `fmt` (one of FORMATS); ExportError when it cannot be."""
-    pairs = pairs_of(result)
+    pairs, env = pairs_of(result), env_of(result)
     if fmt == "serve":
-        return Export(serve_command(pairs), "text/x-shellscript", "vllm-serve.sh")
+        return Export(serve_command(pairs, env), "text/x-shellscript", "vllm-serve.sh")
     if fmt == "vllm-config":
-        return Export(vllm_config(pairs), "application/yaml", "vllm-config.yaml")
+        return Export(vllm_config(pairs, env), "application/yaml", "vllm-config.yaml")
     if fmt == "kserve":
-        return Export(kserve(pairs), "application/yaml", "inferenceservice.yaml")
+        return Export(kserve(pairs, env), "application/yaml", "inferenceservice.yaml")
     if fmt == "production-stack":
-        return Export(production_stack(pairs), "application/yaml", "production-stack-values.yaml")
+        return Export(production_stack(pairs, env), "application/yaml", "production-stack-values.yaml")
     if fmt == "llm-d":
-        text, notes = llm_d(pairs)
+        text, notes = llm_d(pairs, env)
         return Export(text, "application/yaml", "llm-d-values.yaml", notes)
     if fmt == "csv":
         return Export(ledger_csv(result), "text/csv", "ledger.csv")

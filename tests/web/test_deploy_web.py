@@ -112,3 +112,31 @@ def test_import_page_reads_metrics(client: TestClient) -> None:
     assert "9,271" in engine.text
     bad = client.post("/import/metrics", data={"text": "# just a comment\n"})
     assert bad.status_code == 422 and "no vLLM or DCGM series found" in bad.text
+
+
+def test_every_deploy_format_carries_the_lmcache_environment(client: TestClient) -> None:
+    """LMCache before vLLM 0.11.1 takes its CPU size (and always its disk tier) from the environment:
+    the plan page's tier card listed LMCACHE_MAX_LOCAL_CPU_SIZE=50 …, but the copied command and every
+    deploy file left it out (LMCache then ran at its own default size, with no disk tier)."""
+    import html as html_mod
+
+    query = "model=llama-3.1-8b&offload=50GiB&offload_backend=lmcache&offload_disk=200GiB&vllm=0.11.0"
+    env = client.get(f"/plan.json?{query}").json()["kv_offload_env"]
+    assert env["LMCACHE_MAX_LOCAL_CPU_SIZE"] == "50" and env["LMCACHE_MAX_LOCAL_DISK_SIZE"] == "200"
+    serve = client.get(f"/plan/export/serve?{query}").text
+    assert serve.startswith("LMCACHE_LOCAL_CPU=True \\\n") and "\nvllm serve " in serve
+    assert all(f"{k}={v} \\\n" in serve for k, v in env.items())
+    page = client.get(f"/plan?{query}").text
+    shown = re.search(r'<pre id="flags-text">(.*?)</pre>', page, re.S)
+    assert shown is not None and html_mod.unescape(shown[1]) == serve.rstrip("\n")  # the page = the export
+    config = client.get(f"/plan/export/vllm-config?{query}").text
+    assert all(f"# set in the engine's environment: {k}={v}\n" in config for k, v in env.items())
+    entries = [{"name": k, "value": v} for k, v in env.items()]
+    kserve = yaml.safe_load(client.get(f"/plan/export/kserve?{query}").text)
+    assert kserve["spec"]["predictor"]["model"]["env"] == entries
+    stack = yaml.safe_load(client.get(f"/plan/export/production-stack?{query}").text)
+    assert stack["servingEngineSpec"]["modelSpec"][0]["env"] == entries
+    llm_d = yaml.safe_load(client.get(f"/plan/export/llm-d?{query}").text)
+    assert llm_d["decode"]["containers"][0]["env"] == entries
+    plain = client.get("/plan/export/kserve?model=llama-3.1-8b").text
+    assert "env:" not in plain  # no offload tier, no environment

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote_plus
 
-from app.core.exports import FORMATS, ExportError, missing_model, pairs_of, serve_command
+from app.core.exports import FORMATS, ExportError, env_of, missing_model, pairs_of, serve_command
 from app.core.gpus import PRESETS
 from app.services import plan_query
 from app.web import querystring
@@ -162,9 +162,9 @@ def serve_text(result: Mapping[str, Any]) -> dict[str, str]:
     a plan that names no model gets MODEL in its place and a note saying so."""
     pairs = pairs_of(result)
     try:
-        return {"serve_text": serve_command(pairs).rstrip("\n"), "serve_note": ""}
+        return {"serve_text": serve_command(pairs, env_of(result)).rstrip("\n"), "serve_note": ""}
     except ExportError:
-        text = serve_command([("--model", "MODEL"), *pairs]).rstrip("\n")
+        text = serve_command([("--model", "MODEL"), *pairs], env_of(result)).rstrip("\n")
         label = (result.get("model") or {}).get("name")
         why = (f"“{label}” is this plan's label, not a model vLLM can load" if label
                else "The plan does not know the model's name")
