@@ -23,7 +23,7 @@ from functools import partial
 
 from app.core.errors import InputError
 from app.core.estimates import estimate_ranks
-from app.core.gpus import PRESETS
+from app.core.gpus import PRESETS, find_preset
 from app.core.plan import PlanInput, PlanResult, compute, plan_estimate_context
 from app.core.units import fmt_bytes
 from app.core.versions import card_scheduler_defaults
@@ -73,8 +73,9 @@ def _reestimated(
 
 
 def _on_card(plan: PlanInput, total: int | None, gpu_name: str) -> PlanInput:
-    """The plan on another card: its name, and the scheduler defaults vLLM picks for that card where
-    the plan took the defaults (max_num_batched_tokens, max_num_seqs: they size the profile run)."""
+    """The plan on another card: its name, the scheduler defaults vLLM picks for that card where
+    the plan took the defaults (max_num_batched_tokens, max_num_seqs: they size the profile run), and
+    the card's usual interconnect where the plan took the old card's (it sizes non-torch memory)."""
     e = plan.engine
     mnbt, seqs, _ = card_scheduler_defaults(plan.vllm_version, total or plan.gpu_total_bytes, gpu_name, e.max_model_len)
     engine = replace(
@@ -82,7 +83,11 @@ def _on_card(plan: PlanInput, total: int | None, gpu_name: str) -> PlanInput:
         max_num_batched_tokens=mnbt if e.max_num_batched_tokens_assumed else e.max_num_batched_tokens,
         max_num_seqs=seqs if e.max_num_seqs_assumed else e.max_num_seqs,
     )
-    return replace(plan, gpu_name=gpu_name, engine=engine)
+    layout, old, new = plan.layout, find_preset(plan.gpu_name) if plan.gpu_name else None, find_preset(gpu_name)
+    implicit = layout.interconnect == (old.interconnect if old is not None else "unknown")
+    if new is not None and implicit:  # the card's usual interconnect, as the plan page takes it for the card
+        layout = replace(layout, interconnect=new.interconnect)
+    return replace(plan, gpu_name=gpu_name, engine=engine, layout=layout)
 
 
 Trial = tuple[str, Sets, Callable[[], PlanInput]]

@@ -75,3 +75,19 @@ def test_a_manual_budget_too_large_offers_dropping_it() -> None:
 def test_a_plan_that_starts_has_no_start_levers() -> None:
     out = plans.run_plan({"model": {"catalogue": "llama-3.1-8b"}, "gpu": {"total": "80GiB"}}, with_levers=False)
     assert out["will_start"] and out["start_levers"] == []
+
+
+def test_every_start_levers_link_opens_the_tokens_it_promised(client: TestClient) -> None:
+    """Llama-3.1-70B at TP2 on A100s does not start; its "a larger card: DGX Spark GB10" lever said
+    266,304 tokens but its link opened 278,416: the lever kept the A100's interconnect (NCCL's
+    non-torch memory on NVLink), the page takes the new card's own."""
+    query = "model=llama-3.1-70b&tp=2&gpu=A100+80GB&live=4000"
+    result = client.get(f"/plan.json?{query}").json()
+    page = client.get(f"/plan?{query}").text
+    assert not result["will_start"] and any(lv["knob"] == "gpu" for lv in result["start_levers"])
+    for lever in result["start_levers"]:
+        change = html.escape(lever["change"], quote=False)
+        link = re.search(r'<a href="(/plan\?[^"]+)"[^>]*>' + re.escape(change) + "</a>", page)
+        assert link is not None, lever["change"]
+        opened = client.get(html.unescape(link[1]).replace("/plan?", "/plan.json?")).json()
+        assert opened["tokens"] == lever["tokens_after"], (lever["change"], link[1])
