@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from markupsafe import escape
 
 from app.web.app import create_app
 from app.web.formatting import intcomma
@@ -60,3 +61,19 @@ def test_host_memory_warning_through_the_form(client: TestClient) -> None:
     page = client.get("/plan.json?model=llama-3.1-8b&tp=8&offload=4TiB&host_mem=1TiB&gpus_per_node=8").json()
     result = page.get("result", page)
     assert "kv_offload_exceeds_host_memory" in {w["code"] for w in result["warnings"]}
+
+
+def test_the_tier_cards_explain_lines_show_the_values_not_a_method(client: TestClient) -> None:
+    """The explain entries are dicts: `explain.values` in a template is the dict's `values` method
+    (its repr "<built-in method values of dict object at 0x…>" was on the page); the card shows
+    the entry's own substituted values, as the JSON has them."""
+    query = "model=qwen3-8b&tp=2&offload=200GiB&offload_backend=lmcache&live=3000"
+    explain = client.get(f"/plan.json?{query}").json()["explain"]
+    html = client.get(f"/plan?{query}").text
+    assert "built-in method" not in html
+    pool = explain["prefix_pool.retained_blocks"]
+    assert f"<code>= {escape(pool['values'])}</code>" in html
+    tiers = [explain[key] for key in (f"kv_tiers.{name}.tokens" for name in ("gpu", "cpu", "disk")) if key in explain]
+    assert tiers  # the CPU tier's tokens at least
+    for entry in tiers:
+        assert f'title="{escape(entry["formula"])} = {escape(entry["values"])}"' in html
