@@ -104,10 +104,11 @@ def flags(result: PlanResult) -> list[str]:
     return flag_strings(plan_flags(result))
 
 
-def result_to_dict(result: PlanResult, levers: list[JSON] | None = None) -> JSON:
-    """The JSON result; keys are a contract other tools read."""
+def result_to_dict(result: PlanResult, levers: list[JSON] | None = None, lazy: bool = False) -> JSON:
+    """The JSON result; keys are a contract other tools read. `lazy`: its per-rank lists are
+    `JsonRows` (rows made when read; `json_rows.plain_result` gives plain JSON)."""
     adm, rkv, plan = result.admission, result.rkv, result.plan
-    ranks = ranks_json(result)
+    ranks = ranks_json(result, lazy)
     grouped = ranks["ranks_form"] == "grouped"
     pairs = plan_flags(result)  # `flags` and `vllm_args`: one list of (flag, value) pairs
     shape = plan.model.shape
@@ -196,7 +197,9 @@ def result_to_dict(result: PlanResult, levers: list[JSON] | None = None) -> JSON
         "largest_max_model_len": adm.largest_max_model_len,
         "stranded_bytes": adm.stranded_bytes,
         "will_start": all_start(result.ledgers) and adm.fits_max_model_len,
-        "uniform_budget": budget_json(result.budget, result, {r["rank"] for r in ranks["ranks"]} if grouped else None),
+        "uniform_budget": budget_json(
+            result.budget, result, {r["rank"] for r in ranks["ranks"]} if grouped else None, lazy
+        ),
         "kv_tiers": tiers_json(result),
         "kv_offload_env": offload_env(plan.engine.kv_offload, plan.layout.tp * plan.layout.pp, result.rules.version),
         "prefix_pool": prefix_json(result.prefix),

@@ -17,6 +17,7 @@ from typing import Any
 
 from app.core.admission import RankAdmissions
 from app.core.budget import RankBudgets, UniformBudget
+from app.core.json_rows import JsonRows
 from app.core.ledger import Cell, RankLedger
 from app.core.plan import PlanResult
 from app.core.rank_columns import (
@@ -98,8 +99,11 @@ def _extras_json(result: PlanResult, index: int) -> JSON:
     }
 
 
-def budget_json(budget: UniformBudget | None, result: PlanResult, labels: set[str] | None = None) -> JSON | None:
-    """The uniform budget; `labels`: list only these ranks (the grouped form's representatives)."""
+def budget_json(
+    budget: UniformBudget | None, result: PlanResult, labels: set[str] | None = None, lazy: bool = False
+) -> JSON | None:
+    """The uniform budget; `labels`: list only these ranks (the grouped form's representatives);
+    `lazy`: its ranks made when read (`JsonRows`)."""
     if budget is None:
         return None
     engine = result.plan.engine
@@ -119,17 +123,24 @@ def budget_json(budget: UniformBudget | None, result: PlanResult, labels: set[st
         "binding_rank": budget.binding_rank,
         "concurrency_at_max_model_len": int(conc),
         "flag": budget.flag,
-        "ranks": _budget_ranks(budget, labels),
+        "ranks": _budget_ranks(budget, labels, lazy),
     }
 
 
-def _budget_ranks(budget: UniformBudget, labels: set[str] | None) -> list[JSON]:
+def _budget_ranks(budget: UniformBudget, labels: set[str] | None, lazy: bool = False) -> Sequence[JSON]:
     """Each rank's room, safe and stranded bytes (only the ranks labelled `labels` when given),
-    from the budget's columns when it has them (no `RankBudget` per rank)."""
+    from the budget's columns when it has them (no `RankBudget` per rank; `lazy`: `JsonRows`)."""
     ranks = budget.ranks
-    if not isinstance(ranks, RankBudgets):
-        return [{"rank": r.label, "room_bytes": r.room_bytes, "safe_bytes": r.safe_bytes,
-                 "stranded_bytes": r.stranded_bytes} for r in ranks if labels is None or r.label in labels]  # fmt: skip
+    if lazy and labels is None and isinstance(ranks, RankBudgets):
+        return JsonRows(len(ranks), lambda i: _budget_rank(ranks, i), lambda: _budget_columns(ranks, None))
+    return _budget_columns(ranks, labels) if isinstance(ranks, RankBudgets) else [
+        {"rank": r.label, "room_bytes": r.room_bytes, "safe_bytes": r.safe_bytes, "stranded_bytes": r.stranded_bytes}
+        for r in ranks if labels is None or r.label in labels
+    ]  # fmt: skip
+
+
+def _budget_columns(ranks: RankBudgets, labels: set[str] | None) -> list[JSON]:
+    """`_budget_ranks` from the budget's columns."""
     reserve, uniform, names = ranks.reserve, ranks.uniform, ranks.labels
     rows = zip(names, ranks.rooms, strict=True)
     if labels is not None:
@@ -141,6 +152,13 @@ def _budget_ranks(budget: UniformBudget, labels: set[str] | None) -> list[JSON]:
          "stranded_bytes": room - over if room > over else 0}
         for label, room in rows
     ]  # fmt: skip
+
+
+def _budget_rank(ranks: RankBudgets, i: int) -> JSON:
+    """`_budget_ranks`' row of rank ``i``."""
+    room, over = ranks.rooms[i], ranks.uniform + ranks.reserve
+    return {"rank": ranks.labels[i], "room_bytes": room, "safe_bytes": room - ranks.reserve,
+            "stranded_bytes": room - over if room > over else 0}  # fmt: skip
 
 
 def _distribution(result: PlanResult, binding: int | None) -> JSON:
@@ -176,15 +194,16 @@ def _representatives(order: Sequence[int], binding: int | None) -> list[int]:
     return picks
 
 
-def ranks_json(result: PlanResult) -> JSON:
-    """`ranks` in full (up to FULL_RANKS_MAX ranks) or grouped (`app.core.rank_groups`), with
-    `ranks_form`, `rank_groups`, `rank_groups_omitted`, `rank_distribution` and `binding_index`."""
+def ranks_json(result: PlanResult, lazy: bool = False) -> JSON:
+    """`ranks` in full (up to FULL_RANKS_MAX ranks; `lazy`: rows made when read, `JsonRows`) or
+    grouped (`app.core.rank_groups`), with `ranks_form`, `rank_groups`, `rank_groups_omitted`,
+    `rank_distribution` and `binding_index`."""
     ledgers, adm = result.ledgers, result.admission
     binding = index_of(ledgers, adm.binding_rank)
     kvs = kv_column(ledgers)
     out: JSON = {"rank_distribution": _distribution(result, binding), "binding_index": binding}
     if len(ledgers) <= FULL_RANKS_MAX:
-        out["ranks"] = _full_ranks(result)
+        out["ranks"] = _full_ranks(result, lazy)
         return {**out, "ranks_form": "full", "rank_groups": None, "rank_groups_omitted": 0}
     groups, total = _shown_groups(result, kvs, binding)
     ras = adm.ranks
@@ -224,49 +243,99 @@ def _shown_groups(
     return [(reps[g], groups[g]) for g in keep], len(groups)
 
 
-def _full_ranks(result: PlanResult) -> list[JSON]:
-    """Every rank's JSON: from per-rank templates when the result has columns, else rank_json."""
+def _full_ranks(result: PlanResult, lazy: bool = False) -> Sequence[JSON]:
+    """Every rank's JSON: from per-rank templates when the result has columns (`lazy`: as
+    `JsonRows`, each row made when read), else rank_json."""
     ledgers, ras = result.ledgers, result.admission.ranks
     if isinstance(ledgers, RankLedgers) and isinstance(ras, RankAdmissions) and ledgers.sources and not result.extras:
-        return _full_from_columns(result, ledgers, ras)
+        rows = _ColumnRows(result, ledgers, ras)
+        if not lazy:
+            return rows.every()
+        return JsonRows(len(ledgers), rows.row, rows.every, rows.first_binding(), rows.not_starting())
     return [
         rank_json(lg, ra.blocks, ra.tokens, ra.raw_tokens, ra.stranded_bytes, ra.binding, i) | _extras_json(result, i)
         for i, (lg, ra) in enumerate(zip(ledgers, ras, strict=True))
     ]
 
 
-def _full_from_columns(result: PlanResult, ledgers: RankLedgers, ras: RankAdmissions) -> list[JSON]:
+class _ColumnRows:
     """`_full_ranks` from templates: a shallow copy of each rank's template (made once per set of
     ranks) with the values a knob moves written in, from columns; the ranks the ledger worked out
     itself (`ledgers.slow`) by `rank_json`. A rank's ``sources`` is the one dict its template holds,
     shared by every tick's result (read-only, like the stored base it comes from). A copy and eight
-    stores cost half what one 24-key dict display does (bench/RESULTS-plans.md)."""
-    rkv, floor, bl, check = result.rkv, ras.floor_kv, ras.binding_label, ras.kv_bytes
-    # every rank at the floor or above (the floor is the least KV): one C-level pass
-    stranded = (list(map(sub, check, repeat(floor))) if check and min(check) >= floor
-                else [c - floor if c > floor else 0 for c in check])  # fmt: skip
-    out: list[JSON] = []
-    append = out.append
-    for template, asked, head, kv, blocks, tokens, raw, strand in zip(
-        _templates(ledgers), ledgers.requested, map(sub, ledgers.columns.totals, ledgers.requested), ledgers.kv_bytes,
-        ras.blocks, rkv.tokens_column(ras.blocks), rkv.raw_tokens_column(check), stranded, strict=True,
-    ):  # fmt: skip
-        row = template.copy()  # its "binding" is False: the binding ranks are marked below
+    stores cost half what one 24-key dict display does (bench/RESULTS-plans.md). `every` makes
+    all rows by column passes, `row` one of them by the same formulas (`RankKV.tokens_for_blocks`
+    and `raw_tokens` are `tokens_column` and `raw_tokens_column` of one value)."""
+
+    __slots__ = ("check", "floor", "label", "ledgers", "ras", "result")
+
+    def __init__(self, result: PlanResult, ledgers: RankLedgers, ras: RankAdmissions) -> None:
+        self.result, self.ledgers, self.ras = result, ledgers, ras
+        self.floor, self.label, self.check = ras.floor_kv, ras.binding_label, ras.kv_bytes
+
+    def marked(self) -> list[int]:
+        """The positions of the binding ranks (every rank labelled as the binding one)."""
+        return _labelled(self.ledgers, self.label)
+
+    def first_binding(self) -> int | None:
+        marked = self.marked()
+        return min(marked) if marked else None
+
+    def not_starting(self) -> list[int]:
+        """Only a rank the ledger worked out itself can fail to start (`RankLedgers.will_start`)."""
+        return sorted(i for i, lg in self.ledgers.slow.items() if not lg.will_start)
+
+    def every(self) -> list[JSON]:
+        result, ledgers, ras, floor, check = self.result, self.ledgers, self.ras, self.floor, self.check
+        rkv = result.rkv
+        # every rank at the floor or above (the floor is the least KV): one C-level pass
+        stranded = (list(map(sub, check, repeat(floor))) if check and min(check) >= floor
+                    else [c - floor if c > floor else 0 for c in check])  # fmt: skip
+        out: list[JSON] = []
+        append = out.append
+        for template, asked, head, kv, blocks, tokens, raw, strand in zip(
+            _templates(ledgers), ledgers.requested, map(sub, ledgers.columns.totals, ledgers.requested),
+            ledgers.kv_bytes, ras.blocks, rkv.tokens_column(ras.blocks), rkv.raw_tokens_column(check), stranded,
+            strict=True,
+        ):  # fmt: skip
+            row = template.copy()  # its "binding" is False: the binding ranks are marked below
+            row["requested_bytes"] = asked
+            row["headroom_bytes"] = head  # a rank outside `slow` has its total and its request
+            row["kv_bytes"] = kv
+            row["blocks"] = blocks
+            row["tokens"] = tokens
+            row["raw_tokens"] = raw
+            row["stranded_bytes"] = strand
+            append(row)
+        for i in self.marked():
+            out[i]["binding"] = True
+        for i in ledgers.slow:  # a rank with a start-up problem: the ledger's own cells
+            out[i] = self._slow_row(i)
+        return out
+
+    def row(self, i: int) -> JSON:
+        """Rank ``i``'s row (0 <= i < len), as `every()[i]`."""
+        ledgers, ras, c = self.ledgers, self.ras, self.check[i]
+        if i in ledgers.slow:
+            return self._slow_row(i)
+        asked, blocks, rkv = ledgers.requested[i], ras.blocks[i], self.result.rkv
+        assert asked is not None  # a rank outside `slow` has its total and its request
+        row = _templates(ledgers)[i].copy()
         row["requested_bytes"] = asked
-        row["headroom_bytes"] = head  # a rank outside `slow` has its total and its request
-        row["kv_bytes"] = kv
+        row["headroom_bytes"] = ledgers.columns.totals[i] - asked
+        row["kv_bytes"] = ledgers.kv_bytes[i]
         row["blocks"] = blocks
-        row["tokens"] = tokens
-        row["raw_tokens"] = raw
-        row["stranded_bytes"] = strand
-        append(row)
-    for i in _labelled(ledgers, bl):
-        out[i]["binding"] = True
-    for i, lg in ledgers.slow.items():  # a rank with a start-up problem: the ledger's own cells
-        c, blocks = check[i], ras.blocks[i]
-        out[i] = rank_json(lg, blocks, rkv.tokens_for_blocks(blocks), rkv.raw_tokens(c), c - floor if c > floor else 0,
-                           ras.labels[i] == bl, i) | _extras_json(result, i)  # fmt: skip
-    return out
+        row["tokens"] = rkv.tokens_for_blocks(blocks)
+        row["raw_tokens"] = rkv.raw_tokens(c)
+        row["stranded_bytes"] = c - self.floor if c > self.floor else 0
+        if self.label is not None and ledgers.columns.labels[i] == self.label:
+            row["binding"] = True
+        return row
+
+    def _slow_row(self, i: int) -> JSON:
+        lg, c, blocks, rkv, floor = self.ledgers.slow[i], self.check[i], self.ras.blocks[i], self.result.rkv, self.floor
+        return rank_json(lg, blocks, rkv.tokens_for_blocks(blocks), rkv.raw_tokens(c), c - floor if c > floor else 0,
+                         self.ras.labels[i] == self.label, i) | _extras_json(self.result, i)  # fmt: skip
 
 
 def _labelled(ledgers: RankLedgers, label: str | None) -> list[int]:

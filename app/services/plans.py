@@ -68,10 +68,13 @@ def run_plan(
     check: bool = False,
     prepared: Prepared | None = None,
     terms: PlanTerms | None = None,
+    lazy_rows: bool = False,
 ) -> JSON:
     """Validate, resolve and compute a plan document; the JSON result (with ``checks`` when asked).
     With `prepared`, the document's part before the what-if is reused (`plan_input`); with
-    `terms`, the parts a slider tick does not change (`plan_terms`). The result is the same."""
+    `terms`, the parts a slider tick does not change (`plan_terms`). The result is the same.
+    `lazy_rows`: its per-rank lists are `app.core.json_rows.JsonRows`, each row made when read (a
+    page reads a few of 1,024); `json_rows.plain_result` makes it plain JSON."""
     if terms is not None and prepared is None and read_log is None:
         plan = terms.plan_input(doc)
     else:
@@ -82,7 +85,7 @@ def run_plan(
         raise exc.under("engine") if exc.field in ("kv_cache_dtype", "block_size") else exc from None
     tps = allowed_tp_for(plan)
     lever_json = [_lever_json(lv) for lv in levers(lever_plan(result), tps)] if with_levers else []
-    out = result_to_dict(result, lever_json)
+    out = result_to_dict(result, lever_json, lazy_rows)
     out["allowed_tp"] = list(tps)
     # A plan that will not start: what would make it start, each with its result (issue 17 item 4).
     out["start_levers"] = (

@@ -11,6 +11,7 @@ from typing import Any
 from app.core import admission as core_admission
 from app.core import encoder_cache, kvrank, kvspec, speculative
 from app.core import rank_columns as core_columns
+from app.core.json_rows import first_binding
 from app.web.formatting import gib, intcomma, ratio
 from app.web.plan.rank_table import rank_count
 
@@ -22,8 +23,10 @@ LIMIT_WORDS = {
 
 
 def binding_row(result: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The first binding rank's row, else the first rank's (no scan of rows made when read)."""
     ranks: Sequence[Mapping[str, Any]] = result["ranks"]
-    return next((r for r in ranks if r.get("binding")), ranks[0] if ranks else {})
+    found = first_binding(ranks)
+    return found if found is not None else ranks[0] if ranks else {}
 
 
 def kpis(result: Mapping[str, Any]) -> list[dict[str, Any]]:

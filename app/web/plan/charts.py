@@ -18,6 +18,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from app.core.json_rows import first_binding
 from app.web.plan.pool_svg import pool_svg
 
 GIB = float(1024**3)
@@ -229,7 +230,7 @@ def kv_histogram_of(result: Mapping[str, Any]) -> Figure | None:
     hist = dist.get("kv_bytes_histogram") if isinstance(dist, Mapping) else None
     if not isinstance(hist, Mapping) or not hist.get("counts"):
         return None
-    binding = next((r for r in result.get("ranks") or [] if r.get("binding")), None)
+    binding = first_binding(result.get("ranks") or [])
     low, high = _num(hist.get("low_bytes")) / GIB, _num(hist.get("high_bytes")) / GIB
     binding_kv = _num(binding.get("kv_bytes")) / GIB if binding else low
     return _histogram_figure(low, high, [int(c) for c in hist["counts"]], binding_kv, result.get("binding_rank"))
@@ -327,7 +328,7 @@ def notable_ranks(result: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
 def plan_charts(result: Mapping[str, Any], notable: list[Mapping[str, Any]] | None = None) -> dict[str, Figure]:
     """Every chart of the plan page, keyed by the chart element's name (`notable`: the plan's
     `notable_ranks`, when the caller has them already)."""
-    ranks: list[Mapping[str, Any]] = list(result.get("ranks") or [])
+    ranks: Sequence[Mapping[str, Any]] = result.get("ranks") or []  # rows made when read: no list() of them
     binding = result.get("binding_rank")
     inside = result.get("cuda_graphs_in_budget") is not False
     charts: dict[str, Figure] = {}

@@ -3,10 +3,11 @@ grouped form (`app.core.rank_groups`) one row per group of identical ranks."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from app.core.json_rows import not_starting
 from app.web.formatting import gib, intcomma
 from app.web.plan import charts
 
@@ -51,13 +52,13 @@ def rank_table(
     Every rank up to MAX_BARS, else the notable ones: binding, median, largest-KV (the plan's
     `charts.notable_ranks`, passed as `representative` when the caller has them), not starting.
     """
-    ranks: list[Mapping[str, Any]] = list(result["ranks"])
+    ranks: Sequence[Mapping[str, Any]] = result["ranks"]  # rows made when read (`JsonRows`): no list() of them
     note = ""
     if result.get("ranks_form") == "grouped":
         return _group_rows(result), _group_note(result)
     if len(ranks) > charts.MAX_BARS:
         notable = list(representative if representative is not None else charts.representatives_of(result, ranks))
-        notable += [r for r in ranks if not r.get("will_start") and all(r is not n for n in notable)][:20]
+        notable += [r for r in not_starting(ranks) if all(r is not n for n in notable)][:20]
         note = (f"{len(notable)} of {len(ranks):,} ranks shown: the binding, median and largest-KV ranks and any "
                 "that will not start. The JSON twin lists every rank.")
         ranks = notable

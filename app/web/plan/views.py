@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.core.errors import InputError
+from app.core.json_rows import plain_result
 from app.ingest.catalogue import find_model
 from app.services import plan_inputs, plan_query, plans
 from app.services.base_documents import BaseStore
@@ -184,7 +185,8 @@ def _plan_view(
     note = _open_at(doc, query, choice) if choice is not None else None
     with_levers = _rank_count(doc) <= INLINE_LEVERS_MAX_RANKS if levers is None else levers
     terms = cache.terms if cache is not None and base_doc is None else None
-    result = plans.run_plan(doc, with_levers=with_levers, prepared=_prepared(prepared, query, base_doc), terms=terms)
+    result = plans.run_plan(doc, with_levers=with_levers, prepared=_prepared(prepared, query, base_doc), terms=terms,
+                            lazy_rows=cache is not None)  # the app's views: rows made as a page reads them
     canonical = canonical_query(query, doc, base_doc, defaults)
     if choice is not None:  # the opening layout stays implicit; a given TP/PP stays given
         for name in ("tp", "pp"):
@@ -251,5 +253,5 @@ def _rank_count(doc: Mapping[str, Any]) -> int:
 
 
 def plan_json(view: PlanView) -> dict[str, Any]:
-    """The JSON twin of the plan page: the result plus the canonical URL."""
-    return {**view.result, "url": view.url}
+    """The JSON twin of the plan page: the result (every row made) plus the canonical URL."""
+    return {**plain_result(view.result), "url": view.url}
