@@ -267,10 +267,12 @@ class _ColumnRows:
     all rows by column passes, `row` one of them by the same formulas (`RankKV.tokens_for_blocks`
     and `raw_tokens` are `tokens_column` and `raw_tokens_column` of one value)."""
 
-    __slots__ = ("check", "floor", "label", "ledgers", "ras", "result")
+    __slots__ = ("check", "floor", "label", "ledgers", "ras", "rkv")
 
     def __init__(self, result: PlanResult, ledgers: RankLedgers, ras: RankAdmissions) -> None:
-        self.result, self.ledgers, self.ras = result, ledgers, ras
+        # not the result: a cached view's rows keep only their columns (not its warnings, plan, ...)
+        assert not result.extras  # the columns path: every rank's LoRA / draft extras are None
+        self.rkv, self.ledgers, self.ras = result.rkv, ledgers, ras
         self.floor, self.label, self.check = ras.floor_kv, ras.binding_label, ras.kv_bytes
 
     def marked(self) -> list[int]:
@@ -286,8 +288,7 @@ class _ColumnRows:
         return sorted(i for i, lg in self.ledgers.slow.items() if not lg.will_start)
 
     def every(self) -> list[JSON]:
-        result, ledgers, ras, floor, check = self.result, self.ledgers, self.ras, self.floor, self.check
-        rkv = result.rkv
+        rkv, ledgers, ras, floor, check = self.rkv, self.ledgers, self.ras, self.floor, self.check
         # every rank at the floor or above (the floor is the least KV): one C-level pass
         stranded = (list(map(sub, check, repeat(floor))) if check and min(check) >= floor
                     else [c - floor if c > floor else 0 for c in check])  # fmt: skip
@@ -318,7 +319,7 @@ class _ColumnRows:
         ledgers, ras, c = self.ledgers, self.ras, self.check[i]
         if i in ledgers.slow:
             return self._slow_row(i)
-        asked, blocks, rkv = ledgers.requested[i], ras.blocks[i], self.result.rkv
+        asked, blocks, rkv = ledgers.requested[i], ras.blocks[i], self.rkv
         assert asked is not None  # a rank outside `slow` has its total and its request
         row = _templates(ledgers)[i].copy()
         row["requested_bytes"] = asked
@@ -333,9 +334,13 @@ class _ColumnRows:
         return row
 
     def _slow_row(self, i: int) -> JSON:
-        lg, c, blocks, rkv, floor = self.ledgers.slow[i], self.check[i], self.ras.blocks[i], self.result.rkv, self.floor
+        lg, c, blocks, rkv, floor = self.ledgers.slow[i], self.check[i], self.ras.blocks[i], self.rkv, self.floor
         return rank_json(lg, blocks, rkv.tokens_for_blocks(blocks), rkv.raw_tokens(c), c - floor if c > floor else 0,
-                         self.ras.labels[i] == self.label, i) | _extras_json(self.result, i)  # fmt: skip
+                         self.ras.labels[i] == self.label, i) | _NO_EXTRAS  # fmt: skip
+
+
+#: `_extras_json` of a result without extras (the columns path's).
+_NO_EXTRAS: JSON = {"lora_bytes": None, "lora_profile_bytes": None, "speculative_bytes": None}
 
 
 def _labelled(ledgers: RankLedgers, label: str | None) -> list[int]:
