@@ -245,11 +245,14 @@ def _shown_groups(
 
 def _full_ranks(result: PlanResult, lazy: bool = False) -> Sequence[JSON]:
     """Every rank's JSON: from per-rank templates when the result has columns (`lazy`: as
-    `JsonRows`, each row made when read), else rank_json."""
+    `JsonRows`, each row made when read, where the templates exist already), else rank_json."""
     ledgers, ras = result.ledgers, result.admission.ranks
     if isinstance(ledgers, RankLedgers) and isinstance(ras, RankAdmissions) and ledgers.sources and not result.extras:
         rows = _ColumnRows(result, ledgers, ras)
-        if not lazy:
+        if not lazy or _template_key(ledgers) not in ledgers.columns.memo:
+            # Rows made when read hold their columns: only where these outlive the tick (a stored
+            # base's, whose templates an earlier tick made), else a cached view would keep a what-if's
+            # ranks and templates (a prefill-chunk tick makes new ones) where the list keeps its rows.
             return rows.every()
         return JsonRows(len(ledgers), rows.row, rows.every, rows.first_binding(), rows.not_starting())
     return [
@@ -353,11 +356,15 @@ def _labelled(ledgers: RankLedgers, label: str | None) -> list[int]:
     return [i for i, name in enumerate(ledgers.columns.labels) if name == label]
 
 
+def _template_key(ledgers: RankLedgers) -> str:
+    return f"templates-{ledgers.sources is ledgers.columns.kv_sources}"
+
+
 def _templates(ledgers: RankLedgers) -> list[JSON]:
     """Each rank's JSON with its knob-independent values (made once per set of ranks and KV
     sources): rank_json of the rank's ledger shape, without LoRA / draft extras."""
     columns: RankColumns = ledgers.columns
-    key = f"templates-{ledgers.sources is columns.kv_sources}"
+    key = _template_key(ledgers)
     found: list[JSON] | None = columns.memo.get(key)
     if found is None:
         none = {"lora_bytes": None, "lora_profile_bytes": None, "speculative_bytes": None}

@@ -17,8 +17,10 @@ from typing import Any
 
 import pytest
 
+from app.core import plan as core_plan
+from app.core import report
 from app.core.json_rows import JsonRows, plain_result
-from app.services import plans
+from app.services import plan_inputs, plans
 from app.web.app import create_app
 from app.web.plan import present, routes, views
 
@@ -84,14 +86,17 @@ def test_ticks_on_distinct_ranks_show_the_from_scratch_plan(n: int, refusing: in
     app.state.templates.listeners.append(lambda event: shown.append(dict(event.context)))
     bindings = set()
     with TestClient(app) as client:
-        for whatif in WHATIFS:
+        for tick, whatif in enumerate(WHATIFS):
             query = {"base": base_id, **whatif}
             shown.clear()
             response = client.get(f"/plan?{urllib.parse.urlencode(query)}", headers=HX)
             assert response.status_code == 200, query
             result, html, twin = _from_scratch(app, query)
             cached = shown[0]["result"]
-            assert isinstance(cached["ranks"], JsonRows), "the app's path makes rows when read"
+            # the first tick on the base makes its templates (and lists its rows); a utilization tick
+            # after it reads them, and makes only the rows the page reads
+            if tick > 0 and set(whatif) == {"util"} and whatif not in WHATIFS[:tick]:  # not a cached view
+                assert isinstance(cached["ranks"], JsonRows), query
             assert plain_result(cached) == result, query  # the numbers behind the fragment
             assert response.text == html, query
             got = client.get(f"/plan.json?{urllib.parse.urlencode(query)}")
@@ -101,13 +106,26 @@ def test_ticks_on_distinct_ranks_show_the_from_scratch_plan(n: int, refusing: in
     assert len(bindings) >= 2, "the what-ifs move which rank binds"
 
 
+def test_rows_are_listed_where_the_templates_are_new() -> None:
+    """Rows made when read keep their columns alive: a result whose ranks' templates this very
+    result makes (a first tick, a what-if making new ranks such as a prefill-chunk tick) lists them."""
+    doc = _base(96)
+    assert isinstance(plans.run_plan(doc, with_levers=False, lazy_rows=True)["ranks"], list)
+    app = create_app(make_settings())
+    base_id = app.state.bases.put(doc)
+    for query, made in (({"util": "0.8"}, False), ({"util": "0.7"}, True), ({"mnbt": "4096"}, False)):
+        view = views.plan_view({"base": base_id, **query}, app.state.bases, False, app.state.plan_cache)
+        assert isinstance(view.result["ranks"], JsonRows) is made, query
+
+
 @pytest.mark.parametrize("refusing", [None, 5])
 def test_rows_read_one_by_one_are_the_listed_rows(refusing: int | None) -> None:
     """`JsonRows`' single-row formulas (`row`) give the rows its column passes give (`every`),
     read in any order; the first-binding and not-starting positions are the rows' own flags."""
     doc = {**_base(96, refusing), "engine": {"gpu_memory_utilization": 0.66, "max_model_len": 8192}}
-    lazy = plans.run_plan(doc, with_levers=False, lazy_rows=True)
-    plain = plans.run_plan(doc, with_levers=False)
+    result = core_plan.compute(plan_inputs.plan_input(doc))
+    plain = report.result_to_dict(result)  # makes the ranks' templates: the rows read them from now on
+    lazy = report.result_to_dict(result, lazy=True)
     for key, rows, expected in (("ranks", lazy["ranks"], plain["ranks"]),
                                 ("budget", lazy["uniform_budget"]["ranks"], plain["uniform_budget"]["ranks"])):
         assert isinstance(rows, JsonRows), key
