@@ -120,10 +120,11 @@ def kv_bytes_report(
     """`kvledger kv-bytes`: per-rank bytes per token, page bytes and vLLM's per-request worst case."""
     shape = shape_of(config, "config")
     rkv = rank_kv(shape, tp=tp, pp=pp, dcp=dcp, kv_cache_dtype=kv_cache_dtype, block_size=block_size)
-    mml = max_model_len or shape.max_position_embeddings
+    # `is None`, not `or`: a 0 given is refused by the per-request count below, never replaced by the default
+    mml = shape.max_position_embeddings if max_model_len is None else max_model_len
     if mml is None:
         raise InputError("max_model_len", "required: the config does not state max_position_embeddings")
-    mnbt = max_num_batched_tokens or 8192
+    mnbt = 8192 if max_num_batched_tokens is None else max_num_batched_tokens
     return {
         "model": shape.name,
         "tp": tp,

@@ -112,6 +112,17 @@ def test_kv_bytes_keys(capsys: pytest.CaptureFixture[str]) -> None:
     assert out["kv_bytes_per_token"] == 2 * 94 * 1 * 128 * 2
 
 
+@pytest.mark.parametrize(
+    ("flag", "field"), [("--max-model-len", "max_model_len"), ("--max-num-batched-tokens", "max_num_batched_tokens")]
+)
+def test_kv_bytes_zero_is_refused_not_defaulted(flag: str, field: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # 0 was read as "not given": the report showed the config's 131,072 (or 8,192) and exit 0
+    config = Path(__file__).parents[1] / "data" / "configs" / "qwen3-235b-a22b-fp8.json"
+    assert main(["kv-bytes", str(config), flag, "0", "--json"]) == 2
+    line = err_line(capsys)
+    assert field in line and "got 0" in line
+
+
 # --- a hard byte cap on every read (issue 12 item 4) --------------------------------------------
 
 
