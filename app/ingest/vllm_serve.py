@@ -315,7 +315,9 @@ def serve_notes(doc: Mapping[str, Any]) -> list[str]:
     if reading.other_flags:
         shown = ", ".join(f["flag"] for f in reading.other_flags[:12])
         more = f" and {len(reading.other_flags) - 12} more" if len(reading.other_flags) > 12 else ""
-        notes.append(f"vLLM flags the plan does not model (kept for deployment): {shown}{more}")
+        # the exports write only the flags the plan computes (app.core.exports), so these are not in them
+        notes.append(f"vLLM flags the plan does not model (not in its flags or exports: add them to the command "
+                     f"you deploy): {shown}{more}")
     if reading.unknown_flags:
         shown = ", ".join(str(f["flag"] or f["value"]) for f in reading.unknown_flags[:12])
         notes.append(f"not flags of vllm serve (check the spelling): {shown}")

@@ -133,3 +133,20 @@ def test_endless_files_are_refused_after_the_cap(tmp_path: Path, capsys: pytest.
     doc.write_text(json.dumps({"from_log": "/dev/zero", "model": {"catalogue": "llama-3.1-8b"}}))
     assert main(["plan", str(doc)]) == 2
     assert "larger than 20 MB" in capsys.readouterr().err
+
+
+def test_serve_flags_the_plan_does_not_model_are_said_to_be_left_out_of_every_export(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the note said "kept for deployment" while every export dropped --swap-space / --disable-log-requests
+    doc = {"serve": "vllm serve meta-llama/Llama-3.1-8B-Instruct -tp 2 --swap-space 8 --disable-log-requests",
+           "vllm_version": "0.10.2", "gpu": {"name": "L40S 48GB"}}
+    path = write(tmp_path, doc)
+    assert main(["plan", path, "--json"]) == 0
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    note = next(n for n in notes if "--swap-space" in n)
+    assert "not in its flags or exports" in note and "kept" not in note
+    for fmt in ("serve", "vllm-config", "kserve", "production-stack", "llm-d", "csv"):
+        assert main(["export", path, "--format", fmt]) == 0
+        text = capsys.readouterr().out
+        assert "swap-space" not in text and "disable-log-requests" not in text, fmt

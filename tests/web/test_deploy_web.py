@@ -28,7 +28,8 @@ def test_home_page_takes_a_pasted_command_line(client: TestClient) -> None:
     home = client.get("/")
     assert 'action="/start/serve"' in home.text and 'name="command"' in home.text
     text = _plan_page(client)
-    assert "vLLM flags the plan does not model (kept for deployment): --port" in text
+    note = "vLLM flags the plan does not model (not in its flags or exports: add them to the command you deploy)"
+    assert f"{note}: --port" in text
     assert "--tensor-parallel-size 4" in text and "--max-model-len 32768" in text
 
 
