@@ -38,10 +38,36 @@ def _comparison(replica: Mapping[str, Any], plan: Mapping[str, Any]) -> JSON:
     if isinstance(measured, int) and isinstance(predicted, int) and predicted > 0:
         out["difference_blocks"] = measured - predicted
         out["ratio"] = round(measured / predicted, 4)
+    differ = _settings_differ(replica, plan.get("engine") or {})
+    out["settings_differ"] = differ
+    if differ:
+        said = ", ".join(f"{d['field']} {d['engine']} (plan {d['plan']})" for d in differ)
+        out["settings_note"] = (f"the engine ran with other settings than the plan: {said}; its blocks are not the "
+                                "plan's to compare: plan the engine's own settings (the replica's document)")
     if replica.get("block_size") not in (None, plan.get("block_size")):
         out["note"] = ("the engine reports another block size than the plan (hybrid models report the "
                        "smallest group's, vLLM ≥ 0.11): compare tokens, not blocks")
     return out
+
+
+_FP8_E4M3 = {"fp8", "fp8_e4m3"}  # vLLM's "fp8" is e4m3 on CUDA (vllm/config/cache.py CacheDType)
+
+
+def _settings_differ(replica: Mapping[str, Any], engine: Mapping[str, Any]) -> list[JSON]:
+    """The cache settings a replica's cache_config_info states that differ from the plan's engine."""
+    differ: list[JSON] = []
+    dtype, planned = replica.get("cache_dtype"), engine.get("kv_cache_dtype")
+    if dtype and planned and dtype != planned and not {dtype, planned} <= _FP8_E4M3:
+        differ.append({"field": "kv_cache_dtype", "engine": dtype, "plan": planned})
+    manual, planned_manual = replica.get("kv_cache_memory_bytes"), engine.get("kv_cache_memory_bytes")
+    if manual or planned_manual:
+        if manual != planned_manual:
+            differ.append({"field": "kv_cache_memory_bytes", "engine": manual, "plan": planned_manual})
+        return differ  # a manual budget: the utilization does not size the pool
+    util, planned_util = replica.get("gpu_memory_utilization"), engine.get("gpu_memory_utilization")
+    if isinstance(util, float | int) and isinstance(planned_util, float | int) and abs(util - planned_util) > 1e-9:
+        differ.append({"field": "gpu_memory_utilization", "engine": util, "plan": planned_util})
+    return differ
 
 
 def _document(replica: Mapping[str, Any]) -> JSON:

@@ -150,3 +150,16 @@ def test_serve_flags_the_plan_does_not_model_are_said_to_be_left_out_of_every_ex
         assert main(["export", path, "--format", fmt]) == 0
         text = capsys.readouterr().out
         assert "swap-space" not in text and "disable-log-requests" not in text, fmt
+
+
+def test_import_metrics_beside_a_plan_of_other_settings_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    metrics = Path(__file__).parents[1] / "data" / "metrics" / "vllm-0.11-cache-config-engine.prom"
+    plan = write(tmp_path, {"model": {"catalogue": "qwen3-8b"}, "gpu": {"total": "48 GiB"},
+                            "engine": {"gpu_memory_utilization": 0.9, "kv_cache_dtype": "fp8_e4m3"}})
+    assert main(["import-metrics", str(metrics), "--json", "--plan", plan]) == 0
+    compared = json.loads(capsys.readouterr().out)["replicas"][0]["plan"]
+    fields = [d["field"] for d in compared["settings_differ"]]
+    assert fields == ["kv_cache_dtype", "gpu_memory_utilization"]
+    assert "not the plan's to compare" in compared["settings_note"]

@@ -100,8 +100,24 @@ def test_api_import_metrics_beside_a_plan(client: TestClient) -> None:
     assert replica["plan"]["measured_blocks"] == 9271
     assert replica["plan"]["predicted_blocks"] == out["plan"]["blocks"]
     assert replica["document"]["engine"] == {"block_size": 16, "kv_cache_dtype": "auto", "gpu_memory_utilization": 0.65}
+    assert replica["plan"]["settings_differ"] == [] and "settings_note" not in replica["plan"]
     none = client.post("/api/v1/import/metrics", json={"text": "# HELP up x\nup 1\n"})
     assert none.status_code == 422 and "vllm:cache_config_info" in none.json()["error"]["message"]
+
+
+def test_api_import_metrics_names_the_settings_the_engine_ran_with_apart_from_the_plan(client: TestClient) -> None:
+    # an engine at 0.65 / auto beside a plan at 0.9 / fp8 gave ratio 0.059 with nothing said
+    text = (METRICS / "vllm-0.11-cache-config-engine.prom").read_text()
+    plan = {"model": {"catalogue": "qwen3-8b"}, "gpu": {"total": "48 GiB"},
+            "engine": {"gpu_memory_utilization": 0.9, "kv_cache_dtype": "fp8"}}
+    out = client.post("/api/v1/import/metrics", json={"text": text, "plan": plan}).json()
+    compared = out["replicas"][0]["plan"]
+    assert compared["settings_differ"] == [
+        {"field": "kv_cache_dtype", "engine": "auto", "plan": "fp8"},
+        {"field": "gpu_memory_utilization", "engine": 0.65, "plan": 0.9},
+    ]
+    assert "kv_cache_dtype auto (plan fp8)" in compared["settings_note"]
+    assert "gpu_memory_utilization 0.65 (plan 0.9)" in compared["settings_note"]
 
 
 def test_import_page_reads_metrics(client: TestClient) -> None:
