@@ -10,6 +10,9 @@ from dataclasses import dataclass
 
 from app.core.errors import InputError
 
+MAX_BLOCK_SIZE = 4096  # the plan document's engine.block_size bound (app.schemas.EngineDoc)
+MAX_LENGTH = 10**9  # tokens per sequence: the plan document's token bound (app.schemas.MAX_TOKENS)
+
 
 @dataclass(frozen=True)
 class PaddingComparison:
@@ -28,11 +31,11 @@ def compare_padding(lengths: list[int] | tuple[int, ...], block_size: int = 16) 
     """Slots used by a padded batch and by 16-token blocks for the same sequence lengths."""
     if not lengths:
         raise InputError("lengths", "give at least one sequence length")
-    if block_size <= 0:
-        raise InputError("block_size", f"must be a positive number of tokens, got {block_size}")
+    if not 0 < block_size <= MAX_BLOCK_SIZE:
+        raise InputError("block_size", f"must be 1 … {MAX_BLOCK_SIZE:,} tokens, got {block_size}")
     for i, n in enumerate(lengths):
-        if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
-            raise InputError(f"lengths[{i}]", f"must be a positive whole number of tokens, got {n!r}")
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 < n <= MAX_LENGTH:
+            raise InputError(f"lengths[{i}]", f"must be a whole number of tokens, 1 … {MAX_LENGTH:,}, got {n!r}")
     real = sum(lengths)
     padded = len(lengths) * max(lengths)
     blocks = sum(-(-n // block_size) for n in lengths)

@@ -163,3 +163,20 @@ def test_import_metrics_beside_a_plan_of_other_settings_says_so(
     fields = [d["field"] for d in compared["settings_differ"]]
     assert fields == ["kv_cache_dtype", "gpu_memory_utilization"]
     assert "not the plan's to compare" in compared["settings_note"]
+
+
+@pytest.mark.parametrize(
+    ("lengths", "flags", "field", "said"),
+    [
+        ([100, 17], ["--block-size", "99999999999"], "block_size", "1 … 4,096"),
+        ([100, 0], [], "lengths[1]", "1 … 1,000,000,000"),
+        ([10**30], [], "lengths[0]", "1 … 1,000,000,000"),
+    ],
+)
+def test_padding_refuses_numbers_out_of_range_naming_the_field(
+    lengths: list[int], flags: list[str], field: str, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a block of 99,999,999,999 tokens (or a 10**30-token sequence) was computed as given, exit 0
+    assert main(["padding", write(tmp_path, lengths, "lengths.json"), *flags]) == 2
+    line = err_line(capsys)
+    assert field in line and said in line
