@@ -182,15 +182,17 @@
   function sameKind(a, b) {
     return a.nodeType === b.nodeType && a.nodeName === b.nodeName && (a.nodeType !== 1 || a.id === b.id);
   }
+  // A <details>' open is the user's (they opened or closed it): a tick leaves it as it is.
+  function userState(el, name) { return name === "open" && el.nodeName === "DETAILS"; }
   function patchAttributes(old, neu) {
     var i;
     for (i = old.attributes.length - 1; i >= 0; i--) {
       var name = old.attributes[i].name;
-      if (!neu.hasAttribute(name)) { old.removeAttribute(name); }
+      if (!neu.hasAttribute(name) && !userState(old, name)) { old.removeAttribute(name); }
     }
     for (i = 0; i < neu.attributes.length; i++) {
       var attr = neu.attributes[i];
-      if (old.getAttribute(attr.name) !== attr.value) { old.setAttribute(attr.name, attr.value); }
+      if (old.getAttribute(attr.name) !== attr.value && !userState(old, attr.name)) { old.setAttribute(attr.name, attr.value); }
     }
   }
   function patchNode(old, neu, added) {
@@ -339,6 +341,54 @@
       busy.textContent = busy.getAttribute("data-idle-text");
       busy.classList.remove("failed");
     }
+  });
+
+  // The admission formulas: a plan-form request names the rows open now (KV-Explain-Open), and a
+  // tick's fragment carries only their formula bodies (a closed row's was 11 KB of each 32 KB
+  // fragment, parsed and patched every tick unseen). A row opened, or open when a response left
+  // its body out (a request sent before it was opened), fetches the plan of the form's current
+  // values with its key and lays that body in; a newer response patches over it as usual.
+  var EXPLAIN_ROWS = "#admission details[data-item]";
+  document.addEventListener("htmx:configRequest", function (event) {
+    var form = event.detail.elt;
+    if (!form || form.id !== "plan-form") { return; }
+    event.detail.headers["KV-Explain-Open"] = Array.prototype.map.call(
+      document.querySelectorAll(EXPLAIN_ROWS + "[open]"), function (d) { return d.getAttribute("data-item"); }).join(",");
+  });
+  function planQuery(form) {
+    return (form.getAttribute("hx-get") || form.action) + "?" + new URLSearchParams(new FormData(form)).toString();
+  }
+  function fillExplain(details) {
+    var body = details.querySelector(".explain-body[data-deferred]");
+    var form = document.getElementById("plan-form");
+    var key = details.getAttribute("data-item");
+    if (!details.open || !body || !form || details.kvExplainUrl === planQuery(form)) { return; }
+    var url = planQuery(form);
+    details.kvExplainUrl = url;
+    window.fetch(url, { headers: { "HX-Request": "true", "KV-Explain-Open": key } }).then(function (response) {
+      return response.ok ? response.text() : null;
+    }).then(function (text) {
+      details.kvExplainUrl = null;
+      var live = details.querySelector(".explain-body[data-deferred]");
+      if (text === null || !live) { return; }
+      if (planQuery(form) !== url) { fillSoon(); return; }  // the form moved on meanwhile: ask again
+      var parsed = document.createElement("template");
+      parsed.innerHTML = text;
+      var fresh = parsed.content.querySelector('details[data-item="' + key + '"] .explain-body');
+      if (fresh && !fresh.hasAttribute("data-deferred")) { live.parentNode.replaceChild(fresh, live); }
+    }, function () { details.kvExplainUrl = null; });
+  }
+  function fillOpen() {
+    Array.prototype.forEach.call(document.querySelectorAll(EXPLAIN_ROWS + "[open]"), fillExplain);
+  }
+  function fillSoon() { setTimeout(fillOpen, 0); }
+  document.addEventListener("toggle", function (event) {
+    var details = event.target;
+    if (details.matches && details.matches(EXPLAIN_ROWS)) { fillExplain(details); }
+  }, true);  // toggle does not bubble
+  document.addEventListener("htmx:afterSwap", function (event) {
+    var form = event.detail.requestConfig ? event.detail.requestConfig.elt : null;
+    if (form && form.id === "plan-form") { fillOpen(); }
   });
 
   // A deploy-file block (<details data-export-url>) loads its file from the download route when it

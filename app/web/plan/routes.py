@@ -111,10 +111,26 @@ def _plan_page(request: Request) -> Response:
     if not hx.request and items != sorted(view.query.items()):
         # A plain GET form submits every field: send the browser to the canonical URL.
         return RedirectResponse(view.url, status_code=303)
-    response = render(request, spec, _plan_context(request, view, form=not hx.wants_fragment), merge_base=False)
+    context = _plan_context(request, view, form=not hx.wants_fragment)
+    if hx.wants_fragment:
+        context["explain_open"] = _explain_open(request)
+    response = render(request, spec, context, merge_base=False)
     if hx.request:
         htmx.replace_url(response, view.url)
+        vary = response.headers.get("Vary")
+        response.headers["Vary"] = f"{vary}, {EXPLAIN_OPEN}" if vary else EXPLAIN_OPEN
     return response
+
+
+#: A slider tick's request names the admission rows whose formula is open (app.js, comma-separated
+#: keys); the fragment carries the formula body of those only, a closed row's body is fetched when
+#: it is opened. Without the header (a client that does not send it) every body is sent.
+EXPLAIN_OPEN = "KV-Explain-Open"
+
+
+def _explain_open(request: Request) -> frozenset[str] | None:
+    value = request.headers.get(EXPLAIN_OPEN)
+    return None if value is None else frozenset(k for k in value.split(",") if k)
 
 
 @router.get("/plan.json")
