@@ -73,6 +73,8 @@ class Admission:
     usable_blocks: int = 0
     servable_max_model_len: bool = True
     null_block_in_check: bool = False
+    # The binding rank's own PP-stage geometry when the stages' blocks differ (app.core.stage_kv)
+    binding_spec: RankKV | None = None
 
 
 def schedulable(tokens: int, growth_reserve: float) -> int:
@@ -84,32 +86,43 @@ def schedulable(tokens: int, growth_reserve: float) -> int:
 class RankAdmissions(LazyRows[RankAdmission]):
     """Every rank's blocks, tokens and stranded bytes, each `RankAdmission` made when asked for."""
 
-    __slots__ = ("_rkv", "binding_label", "blocks", "floor_kv", "kv_bytes", "labels")
+    __slots__ = ("_rkv", "_stage_kv", "binding_blocks", "binding_label", "blocks", "floor_kv", "kv_bytes", "labels")
 
     def __init__(self, labels: Sequence[str], kv_bytes: Sequence[int], blocks: Sequence[int], floor_kv: int,
-                 binding_label: str | None, rkv: RankKV) -> None:  # fmt: skip
+                 binding_label: str | None, rkv: RankKV, stage_kv: Sequence[RankKV] | None = None) -> None:  # fmt: skip
         self.labels, self.kv_bytes, self.blocks, self.floor_kv = labels, kv_bytes, blocks, floor_kv
-        self.binding_label, self._rkv = binding_label, rkv
+        self.binding_label, self._rkv, self._stage_kv = binding_label, rkv, stage_kv
+        self.binding_blocks = min(blocks, default=0) if stage_kv is not None else 0
 
     def __len__(self) -> int:
         return len(self.kv_bytes)
 
     def row(self, i: int) -> RankAdmission:
         label, kv, blocks, floor_kv = self.labels[i], self.kv_bytes[i], self.blocks[i], self.floor_kv
-        return RankAdmission(label, kv, blocks, self._rkv.tokens_for_blocks(blocks), self._rkv.raw_tokens(kv),
+        rkv = self._rkv
+        if self._stage_kv is not None:  # the stage's floor: the binding blocks on its page + the binding remainder
+            rkv = self._stage_kv[i]
+            floor_kv += self.binding_blocks * (rkv.page_bytes - self._rkv.page_bytes)
+        return RankAdmission(label, kv, blocks, rkv.tokens_for_blocks(blocks), rkv.raw_tokens(kv),
                              kv - floor_kv if kv > floor_kv else 0, label == self.binding_label)  # fmt: skip
 
 
 
-def _rank_blocks(kvs: Sequence[int], rkv: RankKV, policy: AdmissionPolicy) -> tuple[Sequence[int], Sequence[int]]:
+def _rank_blocks(
+    kvs: Sequence[int], rkv: RankKV, policy: AdmissionPolicy, stage_kv: Sequence[RankKV] | None = None
+) -> tuple[Sequence[int], Sequence[int]]:
     """(bytes the check sees, blocks) per rank, after ``num_gpu_blocks_override``; blocks as
-    ``RankKV.blocks_for`` (vLLM ``get_num_blocks``)."""
+    ``RankKV.blocks_for`` (vLLM ``get_num_blocks``) of the rank's own stage (`stage_kv`, per position;
+    None: every rank has `rkv`'s geometry)."""
     override = policy.num_gpu_blocks_override
     if override is not None:
         blocks = [override] * len(kvs)
         if policy.override_in_check:  # get_kv_cache_configs: available = override × bytes per block (≥ v0.21)
-            return [override * rkv.page_bytes] * len(kvs), blocks
+            pages = [override * r.page_bytes for r in stage_kv] if stage_kv else [override * rkv.page_bytes] * len(kvs)
+            return pages, blocks
         return kvs, blocks
+    if stage_kv is not None:  # each worker sized from its own layers (get_kv_cache_config_from_groups)
+        return kvs, [r.blocks_for(kv) for r, kv in zip(stage_kv, kvs, strict=True)]
     if rkv.page_bytes <= 0:
         return kvs, [0] * len(kvs)
     # ⌊⌊kv / per_layer⌋ / group⌋ = ⌊kv / (per_layer × group)⌋ for kv ≥ 0: one C-level pass when no rank is short
@@ -119,33 +132,44 @@ def _rank_blocks(kvs: Sequence[int], rkv: RankKV, policy: AdmissionPolicy) -> tu
     return kvs, [kv // page if kv > 0 else 0 for kv in kvs]
 
 
-def _binding(labels: Sequence[str], kvs: Sequence[int], blocks: Sequence[int]) -> tuple[int, int, int]:
+def _binding(kvs: Sequence[int], blocks: Sequence[int], per_stage: bool = False) -> tuple[int, int, int]:
     """The first rank with the fewest blocks and, among those, the least KV: (position, kv, blocks),
-    position −1 without ranks. A rank's blocks never fall as its KV rises (`_rank_blocks`), so that is
-    the first rank with the least KV."""
+    position −1 without ranks. With one geometry (`per_stage` False) a rank's blocks never fall as its
+    KV rises (`_rank_blocks`), so that is the first rank with the least KV; with PP stages of
+    different layer counts the fewest blocks can sit on a rank with more KV."""
     if not blocks:
         return -1, 0, 0
-    i = kvs.index(min(kvs))
+    i = min(range(len(blocks)), key=lambda j: (blocks[j], kvs[j])) if per_stage else kvs.index(min(kvs))
     return i, kvs[i], blocks[i]
 
 
-def admit(kv_by_rank: tuple[tuple[str, int], ...], rkv: RankKV, policy: AdmissionPolicy) -> Admission:
+def admit(
+    kv_by_rank: tuple[tuple[str, int], ...], rkv: RankKV, policy: AdmissionPolicy,
+    stage_kv: Sequence[RankKV] | None = None,
+) -> Admission:
     """Blocks and tokens per rank, the binding rank, and the group's admission limits."""
-    adm = admit_columns([label for label, _ in kv_by_rank], [kv for _, kv in kv_by_rank], rkv, policy)
+    labels, kvs = [label for label, _ in kv_by_rank], [kv for _, kv in kv_by_rank]
+    adm = admit_columns(labels, kvs, rkv, policy, stage_kv=stage_kv)
     return replace(adm, ranks=tuple(adm.ranks))
 
 
 def admit_columns(
-    labels: Sequence[str], kvs: Sequence[int], rkv: RankKV, policy: AdmissionPolicy, unique_labels: bool = False
+    labels: Sequence[str], kvs: Sequence[int], rkv: RankKV, policy: AdmissionPolicy, unique_labels: bool = False,
+    stage_kv: Sequence[RankKV] | None = None,
 ) -> Admission:
     """`admit` over columns (labels and KV bytes per rank); `ranks` made on demand. `unique_labels`:
     the caller knows no two ranks share a label (the binding reason's other ranks are then every
-    position but the binding one)."""
-    kvs, blocks = _rank_blocks(kvs, rkv, policy)
-    at, min_kv, min_blocks = _binding(labels, kvs, blocks)
+    position but the binding one). `stage_kv`: each position's own PP-stage geometry (None: all `rkv`);
+    the per-request need, the check and the largest length are then the binding stage's, as vLLM
+    checks each worker against its own layers (`_check_enough_kv_cache_memory` per projected worker
+    groups, vllm/v1/core/kv_cache_utils.py `get_kv_cache_configs` @4dd49b06f, PR #33698)."""
+    kvs, blocks = _rank_blocks(kvs, rkv, policy, stage_kv)
+    at, min_kv, min_blocks = _binding(kvs, blocks, stage_kv is not None)
     binding_label = labels[at] if at >= 0 else None
+    if stage_kv is not None and at >= 0:
+        rkv = stage_kv[at]
     floor_kv = max(0, min_kv)
-    ranks = RankAdmissions(labels, kvs, blocks, floor_kv, binding_label, rkv)
+    ranks = RankAdmissions(labels, kvs, blocks, floor_kv, binding_label, rkv, stage_kv)
     tokens = rkv.tokens_for_blocks(min_blocks)
     sched = schedulable(tokens, policy.growth_reserve)
     ceiling = sched // policy.avg_live_tokens if policy.avg_live_tokens else None
@@ -175,10 +199,11 @@ def admit_columns(
         per_request_bytes=per_req_bytes,
         fits_max_model_len=fits,
         largest_max_model_len=rkv.largest_max_model_len(check_kv, policy.max_num_batched_tokens),
-        stranded_bytes=_stranded(kvs, floor_kv, min_kv),
+        stranded_bytes=_stranded(kvs, floor_kv, min_kv) if stage_kv is None else sum(r.stranded_bytes for r in ranks),
         usable_blocks=usable,
         servable_max_model_len=fits and per_req_blocks <= usable,
         null_block_in_check=policy.null_block_in_check,
+        binding_spec=rkv if stage_kv is not None else None,
     )
 
 

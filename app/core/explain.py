@@ -171,6 +171,7 @@ def _draft_layers(result: PlanResult) -> int:
 
 def _geometry_entries(result: PlanResult, kv_inputs: str, binding_kv: int) -> JSON:
     adm, rkv = result.admission, result.rkv
+    rkv = adm.binding_spec or rkv  # PP stages of different layer counts: the binding stage's geometry
     layers, page_l, gsize = attention_layers(rkv), rkv.page_bytes_per_layer, rkv.group_size
     out: JSON = {
         "kv_bytes_per_token": {

@@ -22,7 +22,7 @@ from app.core.free_gap import free_gap_message
 from app.core.gpus import compute_capability
 from app.core.in_flight import async_scheduling_on, concurrent_batches
 from app.core.kv_tiers import KVOffload, Node, Tier, empty_tier_warning, kv_tiers, node_warning
-from app.core.kvspec import RankKV, rank_kv, rank_kv_uniform
+from app.core.kvspec import RankKV, rank_kv, rank_kv_stages, rank_kv_uniform
 from app.core.ledger import LedgerRules, RankInput, RankLedger
 from app.core.lora import LoraSpec
 from app.core.nontorch import Interconnect
@@ -42,6 +42,7 @@ from app.core.rank_columns import (
 )  # fmt: skip
 from app.core.shape import ModelShape
 from app.core.speculative import SpecSpec, draft_kv_bytes_per_token, draft_layers, with_draft_kv
+from app.core.stage_kv import rank_stage_kv
 from app.core.units import fmt_bytes
 from app.core.versions import VersionRules, rules_for, with_cudagraph_estimate
 from app.core.vision import VisionGeometry
@@ -125,6 +126,8 @@ class PlanInput:
     gpu_name: str | None = None  # the card the plan names (picks the MXFP4 weight layout; plan_estimate_context)
     # The ranks' columns made once (app.core.rank_columns); used only while they are these ranks'.
     columns: RankColumns | None = field(default=None, compare=False, repr=False)
+    # Each rank's PP stage when the ranks are not whole stage-major replicas (sizing keeps one a stage)
+    rank_stages: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -228,6 +231,25 @@ def kv_spec(plan: PlanInput) -> RankKV:
     return with_draft_kv(rkv, bpt, draft_layers(plan.model.shape, spec))
 
 
+@functools.lru_cache(maxsize=512)
+def _rank_kv_stages(shape: ModelShape, tp: int, pp: int, dcp: int, dtype: str, block_size: int,
+                    hybrid: bool) -> tuple[RankKV, ...]:  # fmt: skip
+    return rank_kv_stages(
+        shape, tp=tp, pp=pp, dcp=dcp, kv_cache_dtype=dtype, block_size=block_size, hybrid_kv_cache_manager=hybrid
+    )
+
+
+def stage_kv_specs(plan: PlanInput) -> tuple[RankKV, ...] | None:
+    """Every PP stage's KV geometry (app.core.stage_kv); None with one stage, no model shape, or a
+    draft model (its layers' stage is not modelled: every rank keeps the tight stage's pool)."""
+    engine, layout, shape = plan.engine, plan.layout, plan.model.shape
+    if layout.pp <= 1 or shape is None or engine.speculative is not None:
+        return None
+    stages = _rank_kv_stages(shape, layout.tp, layout.pp, layout.dcp, engine.kv_cache_dtype, engine.block_size,
+                             not engine.disable_hybrid_kv_cache_manager)  # fmt: skip
+    return tuple(_with_in_flight(plan, s) for s in stages)
+
+
 def in_flight_batches(plan: PlanInput) -> int:
     """Batches of max_num_batched_tokens a sliding-window group holds per request (app.core.in_flight)."""
     version = rules_for(plan.vllm_version).version
@@ -279,7 +301,10 @@ def ledger_rules(plan: PlanInput, rules: VersionRules) -> LedgerRules:
 def compute(plan: PlanInput, rkv: RankKV | None = None) -> PlanResult:
     """Work out the whole plan."""
     rules = with_cudagraph_estimate(rules_for(plan.vllm_version), plan.engine.estimate_cudagraphs)
-    rkv = rkv or kv_spec(plan)
+    per_stage = None
+    if rkv is None:
+        rkv = kv_spec(plan)
+        per_stage = stage_kv_specs(plan)
     ranks, extras = extra_rows(plan, rules)
     columns = columns_for(ranks, plan.columns)
     ledgers = work_out_columns(columns, ledger_rules(plan, rules))
@@ -296,7 +321,8 @@ def compute(plan: PlanInput, rkv: RankKV | None = None) -> PlanResult:
         override_in_check=rules.override_in_check,
     )
     unique = len(label_positions(columns)) == len(columns.labels)
-    admission = admit_columns(columns.labels, ledgers.kv_bytes, rkv, policy, unique)
+    stage_kv = rank_stage_kv(per_stage, columns.labels, plan.layout.tp, plan.layout.pp, plan.rank_stages)
+    admission = admit_columns(columns.labels, ledgers.kv_bytes, rkv, policy, unique, stage_kv)
     labels, rooms = known_rooms(ledgers)
     ordered = kv_order(ledgers)[1] if rooms is ledgers.kv_bytes else None  # every KV known: the rooms sorted once
     budget = uniform_budget_columns(labels, rooms, plan.policy.operating_reserve_bytes, rkv, ordered)

@@ -92,7 +92,8 @@ class Sizing:
         if base is None:
             doc = self.plan_document(replace(config, kv_cache_dtype="auto"), dp)
             built = plan_inputs.build_plan(validate_plan(doc))
-            base = self._built[key] = replace(built, ranks=_one_per_stage(built))
+            ranks, stages = _one_per_stage(built)
+            base = self._built[key] = replace(built, ranks=ranks, rank_stages=stages)
         plan = base
         if config.kv_cache_dtype != base.engine.kv_cache_dtype:
             plan = replace(base, engine=replace(base.engine, kv_cache_dtype=config.kv_cache_dtype))
@@ -102,14 +103,21 @@ class Sizing:
             raise exc.under("engine") if exc.field in ("kv_cache_dtype", "block_size") else exc from None
 
 
-def _one_per_stage(plan: PlanInput) -> tuple[RankInput, ...]:
+def _one_per_stage(plan: PlanInput) -> tuple[tuple[RankInput, ...], tuple[int, ...] | None]:
     """The ranks of an estimated engine with the TP ranks of a stage (the same cell objects,
-    `estimate_ranks`) kept once: the ledger and the minimum over ranks are the same."""
+    `estimate_ranks`) kept once, and each kept rank's PP stage (None at PP 1): the ledger and the
+    minimum over ranks are the same. Two stages with equal cells stay apart: their layer counts,
+    and so their blocks, can differ (app.core.stage_kv)."""
+    tp, pp = plan.layout.tp, plan.layout.pp
+    whole = len(plan.ranks) % (tp * pp) == 0
     out: list[RankInput] = []
-    for rank in plan.ranks:
-        if not out or not _same(rank, out[-1]):
+    stages: list[int] = []
+    for i, rank in enumerate(plan.ranks):
+        stage = (i // tp) % pp if whole else 0
+        if not out or not _same(rank, out[-1]) or stage != stages[-1]:
             out.append(rank)
-    return tuple(out)
+            stages.append(stage)
+    return tuple(out), (tuple(stages) if pp > 1 and whole else None)
 
 
 def _same(a: RankInput, b: RankInput) -> bool:

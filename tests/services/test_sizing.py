@@ -278,3 +278,18 @@ def test_a_search_too_large_is_refused() -> None:
     with pytest.raises(InputError) as err:
         run_size(doc)
     assert err.value.field == "options" and "candidates is more than one search takes" in err.value.message
+
+
+def test_uneven_pipeline_stages_replan_the_same() -> None:
+    """27 layers at PP2 split 14/13 (and 7/7/7/6 at PP4): the search keeps one rank per stage, and
+    each stage's blocks come from its own layers (app.core.stage_kv), as in the option's own plan."""
+    doc: JSON = {
+        "model": {"catalogue": "DeepSeek-V2-Lite"}, "target": {"max_model_len": 8192, "concurrency": 1},
+        "gpus": ["L4 24GB", "A100 40GB"], "max_gpus": 8, "vllm_version": "0.19.0", "limit": 500,
+        "options": {"kv_cache_dtype": ["auto"], "quantization": [None], "pp": [2, 4], "engines_per_gpu": [1]},
+    }  # fmt: skip
+    out = run_size(doc)
+    options = out["options"] + out["near_misses"]
+    assert {o["pp"] for o in options} >= {2, 4}
+    for option in options:
+        assert_reproduced(option)
