@@ -120,6 +120,15 @@ def test_api_import_metrics_names_the_settings_the_engine_ran_with_apart_from_th
     assert "gpu_memory_utilization 0.65 (plan 0.9)" in compared["settings_note"]
 
 
+def test_import_page_counts_a_length_mix_in_words(client: TestClient) -> None:
+    """One request is "1 request", and the mixes are joined by "; " with none trailing."""
+    one = client.post("/import/metrics", data={"text": (METRICS / "vllm-v0-lora-prompt-tokens.prom").read_text()})
+    assert "prompt_tokens: 1 request</td>" in one.text
+    several = client.post("/import/metrics",
+                          data={"text": (METRICS / "vllm-dp2-qwen3-8b-generation-tokens.prom").read_text()})
+    assert "output_tokens: 3 requests</td>" in several.text and "; </td>" not in several.text
+
+
 def test_import_page_reads_metrics(client: TestClient) -> None:
     page = client.get("/import")
     assert 'action="/import/metrics"' in page.text
