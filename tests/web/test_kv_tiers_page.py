@@ -77,3 +77,14 @@ def test_the_tier_cards_explain_lines_show_the_values_not_a_method(client: TestC
     assert tiers  # the CPU tier's tokens at least
     for entry in tiers:
         assert f'title="{escape(entry["formula"])} = {escape(entry["values"])}"' in html
+
+
+def test_prefix_sentence_without_a_planned_load_says_what_it_needs(client: TestClient) -> None:
+    """No average live tokens: no running or retained block counts, so the sentence names the field
+    instead of reading "— run the planned load and — can retain"."""
+    html = client.get("/plan?model=llama-3.1-8b").text
+    assert "— run the planned load" not in html
+    assert 'needs "Avg live tokens per request" set' in html
+    assert re.search(r'id="retention-share">—<', html)
+    with_load = client.get("/plan?model=llama-3.1-8b&live=100").text
+    assert "run the planned load and" in with_load and 'needs "Avg live' not in with_load

@@ -29,6 +29,7 @@ def tiers_card(result: Mapping[str, Any]) -> dict[str, Any]:
         "rows": rows,
         "prefix_on": bool(pool.get("enable_prefix_caching")),
         "share": "—" if share is None else percent(share, 1),
+        "load_known": pool.get("running_blocks") is not None,  # no average live tokens: no planned load
         "running": intcomma(pool.get("running_blocks")),
         "retained": intcomma(pool.get("retained_blocks")),
         "usable": intcomma(pool.get("usable_blocks")),
