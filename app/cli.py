@@ -71,6 +71,8 @@ def read_json(path: str, what: str = "JSON file") -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise CliError(f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except RecursionError:  # the stdlib decoder recurses once per nested [ or {
+        raise CliError(f"{path}: the {what} nests arrays/objects too deeply to read; refused") from None
 
 
 def emit(obj: object) -> None:

@@ -98,6 +98,7 @@ async def import_metrics(
     text: Annotated[str, Body(description="the Prometheus text of a vLLM engine's /metrics, or DCGM exporter's")],
     plan: Annotated[dict[str, Any] | None, Body(description="a plan document to compare with")] = None,
 ) -> JSONResponse:
+    text = text_body.valid_unicode(text)
     if len(text.encode()) > request.app.state.settings.max_log_bytes:
         raise InputError("text", "the metrics text is larger than this server accepts")
     return JSONResponse(await cpu.run(request, deploy.import_metrics, text, plan))

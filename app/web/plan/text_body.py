@@ -51,6 +51,8 @@ def json_fields(raw: bytes, extra: Sequence[str]) -> dict[str, str]:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
         raise InputError("body", 'the body is not valid JSON; send {"text": "…"}') from None
+    except RecursionError:  # the stdlib decoder recurses once per nested [ or {
+        raise InputError("body", 'the body nests arrays/objects too deeply; send {"text": "…"}') from None
     if not isinstance(data, dict):
         raise InputError("body", 'send a JSON object, {"text": "…"}')
     out: dict[str, str] = {}
@@ -58,8 +60,19 @@ def json_fields(raw: bytes, extra: Sequence[str]) -> dict[str, str]:
         value = data.get(name)
         if value is not None and not isinstance(value, str):
             raise InputError(name, f"{name} must be a string")
-        out[name] = value or ""
+        out[name] = valid_unicode(value or "")
     return out
+
+
+def valid_unicode(text: str) -> str:
+    """`text` with each unpaired UTF-16 surrogate a JSON string may escape ("\\ud800") replaced by
+    U+FFFD, as an uploaded file's undecodable bytes are: such a string cannot be encoded, so the
+    size check and the parse would fail on it."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return text
 
 
 async def _from_form(request: Request, extra: Sequence[str], limit: int, field: str) -> dict[str, str]:
