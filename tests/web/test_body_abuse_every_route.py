@@ -27,7 +27,7 @@ def _posts(tmp_path: Path) -> tuple[TestClient, list[str]]:
     paths = []
     for route in iter_route_contexts(app.routes):
         if "POST" in (getattr(route, "methods", None) or ()):
-            paths.append(re.sub(r"\{[^}]+\}", "x", route.path_format))
+            paths.append(re.sub(r"\{[^}]+\}", "x", str(route.path_format)))
     assert "/api/v1/import/log" in paths and "/api/v1/plan" in paths
     return TestClient(app, raise_server_exceptions=False), paths
 
