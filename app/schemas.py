@@ -6,8 +6,10 @@ failure becomes an `InputError` naming the dotted field path (e.g. `ranks[2].tot
 
 from __future__ import annotations
 
+import types
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from functools import cache
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import (
     AliasChoices,
@@ -16,6 +18,8 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
+    field_validator,
     model_validator,
 )
 
@@ -46,7 +50,39 @@ MAX_RANKS = 131_072
 MAX_BYTES_PER_TOKEN = 1024**3
 
 
-class _Strict(BaseModel):
+def _admits_bool(annotation: object) -> bool:
+    """Whether a field of this type may hold a JSON true/false: not an int or float one (pydantic's
+    lax mode reads true as 1 and 1.0), unless bool is one of its alternatives."""
+    if annotation is bool:
+        return True
+    if annotation in (int, float):
+        return False
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _admits_bool(get_args(annotation)[0])
+    if origin in (Union, types.UnionType):
+        return any(_admits_bool(a) for a in get_args(annotation) if a is not type(None))
+    return True  # str, Literal, lists, models…: their own validation says what they take
+
+
+@cache
+def _numeric_field(model: type[BaseModel], name: str) -> bool:
+    return not _admits_bool(model.model_fields[name].annotation)
+
+
+class NoBoolNumbers(BaseModel):
+    """A number field refuses JSON true/false: pydantic's lax mode read `"max_model_len": true` as
+    1 and `"gpu_memory_utilization": true` as 1.0 and planned with them."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_number(cls, value: object, info: ValidationInfo) -> object:
+        if isinstance(value, bool) and info.field_name and _numeric_field(cls, info.field_name):
+            raise ValueError(f"expected a number, got {str(value).lower()}")
+        return value
+
+
+class _Strict(NoBoolNumbers):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 

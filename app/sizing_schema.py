@@ -10,16 +10,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from app.core.errors import InputError
 from app.core.gpus import resolve_gpu
-from app.schemas import MAX_TOKENS, ModelDoc, Size
+from app.schemas import MAX_TOKENS, ModelDoc, NoBoolNumbers, Size
 
 DEFAULT_GPUS = ("H100 80GB", "H200 141GB", "A100 80GB", "L40S 48GB")
 
 
-class _Strict(BaseModel):
+class _Strict(NoBoolNumbers):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
