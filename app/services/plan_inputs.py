@@ -174,12 +174,17 @@ def engine_settings(doc: PlanDocument, max_model_len: int | None = None) -> tupl
         doc.vllm_version or CURRENT_VLLM, _gpu_total(doc), doc.gpu.name if doc.gpu else None, mml
     )
     engine = doc.engine
-    return (
-        engine.gpu_memory_utilization or rules.default_gpu_memory_utilization,
-        engine.max_num_batched_tokens or default_mnbt,
-        engine.max_num_seqs or default_seqs,
-        note,
-    )
+    mnbt = engine.max_num_batched_tokens or default_mnbt
+    if engine.max_num_seqs is not None and engine.max_num_seqs > mnbt:
+        # SchedulerConfig.verify_max_model_len (vllm/config/scheduler.py @4dd49b06f; in every version
+        # since a19bc5c62, 2023): "max_num_batched_tokens (…) must be greater than or equal to max_num_seqs".
+        field = "engine.max_num_batched_tokens" if engine.max_num_batched_tokens else "engine.max_num_seqs"
+        raise InputError(field, f"max_num_batched_tokens ({mnbt:,}) is less than max_num_seqs "
+                                f"({engine.max_num_seqs:,}): vLLM refuses to start (it must be at least max_num_seqs)")
+    # A defaulted max_num_seqs is at most the batched tokens, given or not:
+    # EngineArgs._set_default_max_num_seqs_and_batched_tokens_args (vllm/engine/arg_utils.py @4dd49b06f).
+    seqs = engine.max_num_seqs or min(default_seqs, mnbt)
+    return engine.gpu_memory_utilization or rules.default_gpu_memory_utilization, mnbt, seqs, note
 
 
 def engine_defaults(doc: object, prepared: Prepared | None = None) -> dict[str, float]:
