@@ -34,6 +34,10 @@ from app.core.weights_arch import FALCON, plain_mlp
 from app.core.weights_build import build_weights_model
 from app.core.weights_tensor import Geometry, rank_group_bytes
 
+#: Decoder layers a config may state: the largest vLLM serves have a few hundred (Llama-3.1-405B 126);
+#: the layer walks are linear in it (100,000 layers: 4 s a plan; 10**12 never finished).
+MAX_LAYERS = 10_000
+
 _DTYPES: dict[str, str] = {
     "bfloat16": "bfloat16", "bf16": "bfloat16",
     "float16": "float16", "fp16": "float16", "half": "float16",
@@ -122,6 +126,9 @@ def shape_from_config(
     cfg = HFConfig(_text_mapping(config))
     notes: list[str] = ["read the nested text_config (multimodal config)"] if cfg.nested else []
     num_layers = cfg.int_req("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+    if num_layers > MAX_LAYERS:
+        raise InputError("model.config.num_hidden_layers",
+                         f"{num_layers:,} layers is more than {MAX_LAYERS:,}; no model vLLM serves has that many")
     hidden = cfg.int_req("hidden_size", "d_model", "n_embd")
     dtype, config_dtype = _dtype(cfg, notes)
     kinds, window, chunk = layer_kinds(cfg, num_layers, notes)

@@ -118,7 +118,11 @@ def kv_bytes_report(
     max_num_batched_tokens: int | None = None,
 ) -> JSON:
     """`kvledger kv-bytes`: per-rank bytes per token, page bytes and vLLM's per-request worst case."""
-    shape = shape_of(config, "config")
+    try:
+        shape = shape_from_config(config)
+    except InputError as exc:  # the file is the config: its fields are config.X, not model.config.X
+        field = "config" + exc.field.removeprefix("model.config") if exc.field.startswith("model.config") else exc.field
+        raise InputError(field, exc.message) from None
     rkv = rank_kv(shape, tp=tp, pp=pp, dcp=dcp, kv_cache_dtype=kv_cache_dtype, block_size=block_size)
     # `is None`, not `or`: a 0 given is refused by the per-request count below, never replaced by the default
     mml = shape.max_position_embeddings if max_model_len is None else max_model_len
