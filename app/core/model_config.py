@@ -111,6 +111,9 @@ def _attention_geometry(
     kv_heads = _kv_heads(cfg, heads, notes)
     kv_lora = cfg.int_or_none("kv_lora_rank") if "mla" in kinds else None
     if kv_lora is None:
+        if heads % kv_heads:  # Attention.__init__ (vllm/model_executor/layers/attention/attention.py @4dd49b06f)
+            raise InputError("model.config.num_key_value_heads", f"{kv_heads:,} KV heads do not divide the {heads:,} "
+                             "attention heads (vLLM asserts num_heads % num_kv_heads == 0)")
         return heads, kv_heads, _head_dim(cfg, hidden, heads, notes), None
     notes.append("MLA: one latent of kv_lora_rank + qk_rope_head_dim per token and layer, 1 KV head")
     latent = kv_lora + (cfg.int_or_none("qk_rope_head_dim") or 0)

@@ -48,3 +48,13 @@ def test_api_plan_refuses_an_absurd_layer_count() -> None:
                                                  "gpu": {"name": "H100 80GB"}})
     assert resp.status_code == 422, resp.text
     assert resp.json()["error"]["field"] == "model.config.num_hidden_layers"
+
+
+def test_kv_heads_that_do_not_divide_the_heads_are_refused(tmp_path: Path) -> None:
+    # 64 KV heads over 32 attention heads: 1,048,576 B/token before; vLLM's Attention asserts
+    # num_heads % num_kv_heads == 0 (vllm/model_executor/layers/attention/attention.py @4dd49b06f)
+    proc = _kv_bytes(tmp_path, {**CONFIG, "num_key_value_heads": 64})
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("kvledger: error: config.num_key_value_heads: 64 KV heads do not divide the 32 "
+                                   "attention heads (vLLM asserts num_heads % num_kv_heads == 0)")
+    assert _kv_bytes(tmp_path, {**CONFIG, "num_key_value_heads": 4}).returncode == 0
