@@ -228,11 +228,11 @@ def cmd_import_log(args: argparse.Namespace) -> int:
     # too, and each resumption walked the whole parsed heap: 0.1-0.3 s for 15 MB); nothing built
     # here forms a cycle, and what was built is freed (by reference counts) before it resumes.
     with gc_paused():
-        _import_log_output(text, config, args.json)
-    return 0
+        runs = _import_log_output(text, config, args.json)
+    return 0 if runs else 1  # an empty, binary or non-vLLM file: the finding says what was looked for
 
 
-def _import_log_output(text: str, config: Any, as_json: bool) -> None:
+def _import_log_output(text: str, config: Any, as_json: bool) -> int:
     # services.imports.import_log's two steps (tests/ingest/test_import_log_cli.py checks the output
     # is the same), without importing that module: its plan building imports pydantic and the
     # schemas (≈ 0.4 s of an import-log's interpreter start), which the residuals do not need.
@@ -241,15 +241,17 @@ def _import_log_output(text: str, config: Any, as_json: bool) -> None:
 
     parsed = parse_log_text(text)
     add_residuals(parsed.get("runs", []), config)
+    runs = len(parsed.get("runs", []))
     if as_json:
         emit(parsed)
-        return
+        return runs
     out: list[str] = []
     for i, run in enumerate(parsed["runs"]):
         out.extend(_run_lines(i, run))
     out.extend(f"finding [{f['code']}] {f['message']}" for f in parsed.get("findings", []))
     if out:
         sys.stdout.write("\n".join(out) + "\n")  # one write, not one print per line
+    return runs
 
 
 def _run_lines(i: int, run: dict[str, Any]) -> list[str]:
@@ -282,8 +284,9 @@ def _run_lines(i: int, run: dict[str, Any]) -> list[str]:
 def cmd_import_smi(args: argparse.Namespace) -> int:
     from app.services.imports import import_nvidia_smi
 
-    emit(import_nvidia_smi(read_text(args.file, "nvidia-smi output")))
-    return 0
+    out = import_nvidia_smi(read_text(args.file, "nvidia-smi output"))
+    emit(out)
+    return 0 if out["gpus"] or out["processes"] else 1  # nothing read: the finding says what was expected
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -421,13 +424,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_kv_bytes)
 
-    p = sub.add_parser("import-log", help="parse a vLLM startup log (file or -)")
+    p = sub.add_parser("import-log", help="parse a vLLM startup log (file or -); exit 1 when it holds no vLLM run")
     p.add_argument("file")
     p.add_argument("--config", help="the model's config.json, for residuals")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_import_log)
 
-    p = sub.add_parser("import-smi", help="parse nvidia-smi output (file or -)")
+    p = sub.add_parser("import-smi", help="parse nvidia-smi output (file or -); exit 1 when it holds no GPU row")
     p.add_argument("file")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_import_smi)
