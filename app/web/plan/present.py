@@ -80,13 +80,14 @@ def plan_context(view: PlanView, form: bool = True) -> dict[str, Any]:
     result = view.result
     query = view.url.removeprefix("/plan")  # the canonical "?query" (or ""), encoded once by the view
     notable = charts.notable_ranks(result)  # once, for the pool chart and the rank table
-    rows, note = rank_table(result, notable)
+    columns = rank_columns(result)  # once, for the rank table and its header
+    rows, note = rank_table(result, notable, columns)
     has_base = view.base_doc is not None
     context = page_context(view.query, has_base, result, form)
     url_param = quote_plus(view.url)
     context.update(
         result=result, charts=charts.plan_charts(result, notable), kpis=kpis(result), admission=admission(result),
-        rank_rows=rows, rank_note=note, rank_columns=tuple(label for _, label in rank_columns(result)),
+        rank_rows=rows, rank_note=note, rank_columns=tuple(label for _, label in columns),
         rows_kind=rows_kind(result), json_url=f"/plan.json{query}",
         compare_url=f"/compare?a={url_param}&b={url_param}",  # = page_url("/compare", {"a": url, "b": url})
         sim_url=f"/sim{query}",

@@ -45,17 +45,20 @@ class RankRow:
 
 
 def rank_table(
-    result: Mapping[str, Any], representative: list[Mapping[str, Any]] | None = None
+    result: Mapping[str, Any], representative: list[Mapping[str, Any]] | None = None,
+    columns: tuple[tuple[str, str], ...] | None = None,
 ) -> tuple[list[RankRow], str]:
-    """Display rows of the rank table (cells as text + source) and a note.
+    """Display rows of the rank table (cells as text + source) and a note; `columns`: the
+    result's `rank_columns` when the caller has them (scanned once per page).
 
     Every rank up to MAX_BARS, else the notable ones: binding, median, largest-KV (the plan's
     `charts.notable_ranks`, passed as `representative` when the caller has them), not starting.
     """
     ranks: Sequence[Mapping[str, Any]] = result["ranks"]  # rows made when read (`JsonRows`): no list() of them
     note = ""
+    columns = rank_columns(result) if columns is None else columns
     if result.get("ranks_form") == "grouped":
-        return _group_rows(result), _group_note(result)
+        return _group_rows(result, columns), _group_note(result)
     if len(ranks) > charts.MAX_BARS:
         notable = list(representative if representative is not None else charts.representatives_of(result, ranks))
         notable += [r for r in not_starting(ranks) if all(r is not n for n in notable)][:20]
@@ -63,7 +66,6 @@ def rank_table(
                 "that will not start. The JSON twin lists every rank.")
         ranks = notable
     rows = []
-    columns = rank_columns(result)
     text = _gib_texts()
     for r in ranks:
         sources = r.get("sources") or {}
@@ -99,13 +101,12 @@ def rank_count(result: Mapping[str, Any]) -> int:
     return count if isinstance(count, int) else len(result.get("ranks") or [])
 
 
-def _group_rows(result: Mapping[str, Any]) -> list[RankRow]:
+def _group_rows(result: Mapping[str, Any], columns: tuple[tuple[str, str], ...]) -> list[RankRow]:
     """One row per listed group of identical ranks (its representative's cells), the binding
     group first, then up to MAX_BARS more by KV (smallest first: they bind under a change)."""
     ranks, groups = result["ranks"], result.get("rank_groups") or []
     order = sorted(range(len(ranks)), key=lambda i: (not ranks[i].get("binding"), ranks[i].get("kv_bytes") or 0))
     rows = []
-    columns = rank_columns(result)
     text = _gib_texts()
     for i in order[: charts.MAX_BARS]:
         r, group = ranks[i], groups[i] if i < len(groups) else {}
