@@ -6,6 +6,7 @@ failure becomes an `InputError` naming the dotted field path (e.g. `ranks[2].tot
 
 from __future__ import annotations
 
+import math
 import types
 from collections.abc import Mapping
 from functools import cache
@@ -72,13 +73,18 @@ def _numeric_field(model: type[BaseModel], name: str) -> bool:
 
 class NoBoolNumbers(BaseModel):
     """A number field refuses JSON true/false: pydantic's lax mode read `"max_model_len": true` as
-    1 and `"gpu_memory_utilization": true` as 1.0 and planned with them."""
+    1 and `"gpu_memory_utilization": true` as 1.0 and planned with them. Any field refuses a float
+    NaN or infinity, naming it as such."""
 
     @field_validator("*", mode="before")
     @classmethod
     def _no_bool_number(cls, value: object, info: ValidationInfo) -> object:
         if isinstance(value, bool) and info.field_name and _numeric_field(cls, info.field_name):
             raise ValueError(f"expected a number, got {str(value).lower()}")
+        if isinstance(value, float) and not math.isfinite(value):
+            # JSON's NaN / Infinity (Python's json reads them): pydantic compared NaN with the bound
+            # and said "Input should be less than or equal to 1", which is not what is wrong.
+            raise ValueError(f"expected a finite number, got {value}")
         return value
 
 

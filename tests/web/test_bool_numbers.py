@@ -53,3 +53,16 @@ def test_cli_plan_refuses_a_boolean_utilization(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stdout[-500:]
     assert proc.stderr.strip() == "kvledger: error: engine.gpu_memory_utilization: expected a number, got true"
+
+
+@pytest.mark.parametrize(("section", "key", "value", "shown"), [
+    ("engine", "gpu_memory_utilization", float("nan"), "nan"), ("engine", "max_model_len", float("inf"), "inf"),
+    ("policy", "avg_live_tokens", float("-inf"), "-inf"),
+])
+def test_cli_plan_refuses_nan_and_infinity(tmp_path: Path, section: str, key: str, value: float, shown: str) -> None:
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(_with(section, key, value)))  # json writes NaN / Infinity, as users' tools do
+    proc = subprocess.run([sys.executable, "-m", "app.cli", "plan", str(path)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout[-500:]
+    assert proc.stderr.strip() == f"kvledger: error: {section}.{key}: expected a finite number, got {shown}"
