@@ -22,8 +22,21 @@ FROM_KEY = "from"
 KEYS: tuple[str, ...] = ("base", *(knob.key for knob in plan_query.KNOBS), FROM_KEY)
 _SLUG = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 FIELD_KEYS_SET = frozenset(KEYS)
-#: Keys of older URLs, read as the key that replaced them ("gpu_total=80GiB" → "gpu=80GiB").
-LEGACY_KEYS = {"gpu_total": "gpu"}
+#: vLLM's own names for a knob (its `vllm serve` flags and EngineArgs fields), which a link built
+#: from a deployment uses: each `engine.<flag>` knob by its path, and the layout / LoRA flags by
+#: name (vllm/engine/arg_utils.py EngineArgs @4dd49b06f). Read with `-` or `_`. Before, such a key
+#: was dropped like an unknown one: `/plan?gpu_memory_utilization=0.5` showed the 0.92 plan.
+_VLLM_FLAGS: dict[str, str] = {
+    **{knob.path.split(".", 1)[1]: knob.key for knob in plan_query.KNOBS
+       if knob.path.startswith("engine.") and knob.path.count(".") == 1},
+    "tensor_parallel_size": "tp", "pipeline_parallel_size": "pp", "data_parallel_size": "dp",
+    "enable_expert_parallel": "ep", "max_loras": "loras", "max_lora_rank": "lora_rank",
+}
+#: Keys of older URLs and vLLM's flag names, read as our key ("gpu_total=80GiB" → "gpu=80GiB").
+LEGACY_KEYS = {
+    "gpu_total": "gpu",
+    **{name: key for flag, key in _VLLM_FLAGS.items() for name in (flag, flag.replace("_", "-")) if name != key},
+}
 
 
 def clean(params: Mapping[str, str] | Iterable[tuple[str, str]]) -> dict[str, str]:

@@ -142,3 +142,20 @@ def test_plan_cache_returns_the_same_view_and_is_bounded() -> None:
     assert views.plan_view({"tp": "2"}, BASES, True, cache) is not first
     views.plan_view({"tp": "4"}, BASES, False, cache)
     assert views.plan_view({"tp": "2"}, BASES, False, cache) is not first  # evicted
+
+
+def test_vllm_flag_names_read_as_the_knob_they_name() -> None:
+    """A link built from `vllm serve` flags (`gpu_memory_utilization`, `--tensor-parallel-size`'s
+    name, dashed or not) plans what it says: before, such keys were dropped like unknown ones and
+    `/plan.json?gpu_memory_utilization=0.5` showed the default 0.92 plan with no word."""
+    ours = _CLIENT.get("/plan.json", params={"util": "0.5", "tp": "2", "mnbt": "4096"}).json()
+    for flags in ({"gpu_memory_utilization": "0.5", "tensor_parallel_size": "2", "max_num_batched_tokens": "4096"},
+                  {"gpu-memory-utilization": "0.5", "tensor-parallel-size": "2", "max-num-batched-tokens": "4096"}):
+        theirs = _CLIENT.get("/plan.json", params=flags).json()
+        assert theirs == ours
+    default = _CLIENT.get("/plan.json").json()
+    assert ours != default  # the flags moved the plan (0.5 is not the default utilization)
+    assert querystring.clean({"gpu_memory_utilization": "0.5", "kv-cache-dtype": "fp8", "max_loras": "2"}) == {
+        "util": "0.5", "kv_dtype": "fp8", "loras": "2"}
+    for flag, key in querystring.LEGACY_KEYS.items():  # every alias names a real knob key
+        assert key in querystring.FIELD_KEYS_SET, flag
