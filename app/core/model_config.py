@@ -81,6 +81,10 @@ def _kv_heads(cfg: HFConfig, heads: int, notes: list[str]) -> int:
 
 def _head_dim(cfg: HFConfig, hidden: int, heads: int, notes: list[str]) -> int:
     explicit = cfg.int_or_none("head_dim", "attention_head_dim", "hidden_size_per_head")
+    if explicit == 0:  # a stated head size is used as it is (get_head_size, model_arch_config_convertor.py @4dd49b06f)
+        stated = next(k for k in ("head_dim", "attention_head_dim", "hidden_size_per_head") if cfg.get(k) == 0)
+        raise InputError(f"model.config.{stated}", "a positive integer is required (got 0): vLLM would use a head "
+                         "size of 0 as stated, not hidden_size // num_attention_heads")
     if explicit:
         return explicit
     if heads == 0:

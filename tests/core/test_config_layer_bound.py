@@ -58,3 +58,13 @@ def test_kv_heads_that_do_not_divide_the_heads_are_refused(tmp_path: Path) -> No
     assert proc.stderr.strip() == ("kvledger: error: config.num_key_value_heads: 64 KV heads do not divide the 32 "
                                    "attention heads (vLLM asserts num_heads % num_kv_heads == 0)")
     assert _kv_bytes(tmp_path, {**CONFIG, "num_key_value_heads": 4}).returncode == 0
+
+
+def test_a_stated_head_size_of_zero_is_refused(tmp_path: Path) -> None:
+    """vLLM uses a stated head_dim as it is (get_head_size, model_arch_config_convertor.py
+    @4dd49b06f); `"head_dim": 0` was silently replaced by hidden_size // heads (128 here)."""
+    for key in ("head_dim", "hidden_size_per_head"):
+        proc = _kv_bytes(tmp_path, {**CONFIG, key: 0})
+        assert proc.returncode == 2, proc.stdout
+        assert proc.stderr.strip().startswith(f"kvledger: error: config.{key}: a positive integer is required (got 0)")
+    assert _kv_bytes(tmp_path, {**CONFIG, "head_dim": None}).returncode == 0  # null: not stated, as vLLM reads it
