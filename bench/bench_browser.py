@@ -61,14 +61,18 @@ TARGET_FIRST_PAINT_BYTES = 150 * 1024
 # A fresh context's tab is navigated once Chromium is idle: under 10 ms of CPU in each of three 100 ms windows.
 SETTLE_CPU_S, SETTLE_POLL_S, SETTLE_WINDOWS, SETTLE_MAX_S = 0.010, 0.1, 3, 10.0
 
+# The version of the numbers in the document: `#kpis[data-version]`, or on a tree before it the pool
+# figure's JSON beside the chart (`#chart-pool-data`, no longer sent).
+NUMBERS_JS = """() => document.querySelector("#kpis[data-version]") || document.getElementById("chart-pool-data")"""
+
 # One slider tick, timed in the page: resolves with milliseconds from the input event to each phase.
 # "sent": htmx:beforeSend (the XHR is about to go out); "response": the XHR's Resource Timing
-# responseEnd ("server" is its responseStart - requestStart); "dom": the new fragment's chart JSON is
-# in the document; "chart": Plotly resolved on the preserved element (data-drawn is the new
-# version); "painted": the frame after that has been produced.
+# responseEnd ("server" is its responseStart - requestStart); "dom": the new fragment's numbers'
+# version is in the document; "chart": the pool chart element says it shows that version
+# (data-drawn); "painted": the frame after that has been produced.
 TICK_JS = """
 ([id, value]) => new Promise((resolve, reject) => {
-  const data = () => document.getElementById("chart-pool-data");
+  const data = """ + NUMBERS_JS + """;
   const chart = () => document.getElementById("chart-pool");  // a swap may replace it: asked each time
   const form = document.getElementById("plan-form");
   const before = data().dataset.version;
@@ -120,7 +124,7 @@ DRAG_JS = """
     const want = input.value;
     const poll = () => {
       const url = new URL(window.location.href);
-      const data = document.getElementById("chart-pool-data");
+      const data = (""" + NUMBERS_JS + """)();
       const chart = document.getElementById("chart-pool");
       if (url.searchParams.get("util") === want && chart.getAttribute("data-drawn") === data.dataset.version
           && (""" + PLAN_IDLE + """)()) {
@@ -437,9 +441,9 @@ directory, and every phase runs on both servers in turn, in one run, under the s
 
 Page: `{FIRST_PAGE}`, served by uvicorn (one worker) on 127.0.0.1; times from `performance.now()` in
 the page. A tick sets the utilization slider and dispatches its input event; "numbers in the DOM" is the
-fragment's chart figure version in the document, "chart updated" the moment the pool chart element on the page
-says it shows that version (`data-drawn`: plotly resolved, or the server-drawn SVG swapped in), and
-"repainted" the first frame after that. Every tick is a slider position the server has not computed
+fragment's numbers' version in the document (`#kpis[data-version]`), "chart updated" the moment the pool
+chart element on the page says it shows that version (`data-drawn`: plotly resolved, or the server-drawn
+SVG swapped in), and "repainted" the first frame after that. Every tick is a slider position the server has not computed
 before. Bytes are Resource Timing `transferSize` (headers + compressed body) of the page and every
 resource that finished before the first paint. The first loads run first, in fresh browser contexts (an empty
 cache), each way in turn: "at once" navigates the new context's tab as soon as it exists; "the page" opens the tab,

@@ -194,7 +194,7 @@ def test_a_fast_drag_is_coalesced_to_the_newest_position(page: Any) -> None:
     page.wait_for_url("**util=0.79")
     page.wait_for_function(PLAN_IDLE)
     page.wait_for_function("() => document.getElementById('chart-pool').getAttribute('data-drawn') === "
-                           "document.getElementById('chart-pool-data').dataset.version")
+                           "document.getElementById('kpis').dataset.version")
     assert 1 <= len(sent) <= 2 and "util=0.79" in sent[-1], sent
     assert page.inner_text("#out-util") == "0.79"
 

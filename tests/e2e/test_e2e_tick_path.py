@@ -5,13 +5,12 @@ never keeps. Behaviour, not wall-clock time."""
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 import pytest
 
-from .plan_js import PLAN_IDLE, POOL_STATE, RECORD_FRAMES
+from .plan_js import FRESH_STATE, PLAN_IDLE, POOL_STATE, RECORD_FRAMES
 
 pytestmark = pytest.mark.e2e
 
@@ -39,15 +38,15 @@ SPY = """() => {
     if (!now || now.textContent === before) { return; }
     observer.disconnect();
     window.__sameFrame = document.getElementById("chart-pool").getAttribute("data-drawn")
-      === document.getElementById("chart-pool-data").dataset.version;
+      === document.getElementById("kpis").dataset.version;
   }).observe(document.body, {subtree: true, childList: true, characterData: true});
 }"""
 
-# The pool chart as drawn: (rank, row, "GiB with 2 decimals") from every segment's hover title, and
-# the figure the fragment carries beside it (JSON).
+# The pool chart as drawn: every segment's hover title, "rank R · row: GiB (source)".
 DRAWN = "() => Array.from(document.querySelectorAll('#chart-pool .seg title'), t => t.textContent)"
-FIGURE = "() => document.getElementById('chart-pool-data').textContent"
 TITLE = re.compile(r"^rank (.+?) · (.+): (-?[0-9.]+) GiB \((.*)\)$")
+#: The chart's rows that are the rank table's column of the same name, value and source.
+SAME_ROWS = ("weights", "non-torch", "activation")
 
 
 def _drawn(page: Any) -> list[tuple[str, str, str]]:
@@ -55,31 +54,57 @@ def _drawn(page: Any) -> list[tuple[str, str, str]]:
     return [(m[1], m[2], m[3]) for m in map(TITLE.match, titles) if m]
 
 
-def _expected(figure_json: str) -> list[tuple[str, str, str]]:
-    bars = [t for t in json.loads(figure_json)["data"] if t["type"] == "bar"]
-    return [(label, t["name"], f"{t['y'][i]:.2f}") for i, label in enumerate(bars[0]["x"]) for t in bars
-            if t["y"][i] > 0]
-
-
-def _kv_shown(figure_json: str) -> tuple[dict[str, str], str]:
-    """The rank table's KV per rank (usable + stranded) the figure implies, and its binding rank."""
-    figure = json.loads(figure_json)
-    usable, stranded = (next(t for t in figure["data"] if t.get("name") == name)
-                        for name in ("KV (usable)", "KV stranded"))
-    binds = next(note["x"] for note in figure["layout"]["annotations"] if note["text"] == "binds")
-    kv = zip(usable["x"], usable["y"], stranded["y"], strict=True)
-    return {label: f"{u + s:.2f} GiB" for label, u, s in kv}, binds
+def _gib(text: str) -> float:
+    return float(text.removesuffix(" GiB"))
 
 
 def _assert_agrees(state: dict[str, Any]) -> None:
-    """One reading of the page (POOL_STATE): the chart drawn is the figure beside it, marked as
-    drawn from it, and the KV numbers shown (rank table, KPI) are that figure's."""
-    drawn = [(m[1], m[2], m[3]) for m in map(TITLE.match, state["titles"]) if m]
-    assert drawn == _expected(state["figure"]), state
-    assert state["drawn"] == state["version"], state
-    per_rank, binds = _kv_shown(state["figure"])
-    assert state["rank_kv"] == per_rank, state
-    assert state["kpi_kv"] in ("—", per_rank[binds]), state  # "—": a plan vLLM refuses shows no capacity
+    """One reading of the page (POOL_STATE): the chart drawn is marked as the numbers' version, and
+    it draws the numbers shown: each rank's column holds the rank table's rows (weights, non-torch,
+    CUDA graphs, activation: the same value and source; usable + stranded KV the table's KV to its
+    rounding; the headroom above the budget the table's, less graphs drawn outside it), the rank
+    the table says binds is the one outlined and noted, and the KPI is its KV."""
+    assert state["drawn"] == state["version"] and state["version"], state
+    drawn: dict[str, dict[str, tuple[float, str]]] = {}
+    for m in map(TITLE.match, state["titles"]):
+        assert m, state["titles"]
+        drawn.setdefault(m[1], {})[m[2]] = (float(m[3]), m[4])
+    assert state["columns"] == list(state["rows"]) and set(drawn) <= set(state["rows"]), state
+    for rank, cells in state["rows"].items():
+        bars = drawn.get(rank, {})
+
+        def shown(row: str, bars: dict[str, tuple[float, str]] = bars) -> float:
+            return bars.get(row, (0.0, ""))[0]
+
+        for row in SAME_ROWS:
+            assert shown(row) == _gib(cells[row][0]), (rank, row, bars, cells)
+            assert row not in bars or bars[row][1] == cells[row][1], (rank, row, bars, cells)
+        outside = "CUDA graphs (outside budget)" in bars
+        graphs = shown("CUDA graphs (outside budget)" if outside else "CUDA graphs")
+        assert graphs == _gib(cells["CUDA graphs"][0]), (rank, bars, cells)
+        assert shown("KV stranded") == _gib(cells["stranded"][0]), (rank, bars, cells)
+        assert abs(shown("KV (usable)") + shown("KV stranded") - _gib(cells["KV"][0])) <= 0.0101, (rank, bars, cells)
+        headroom = shown("headroom (outside budget)") + (graphs if outside else 0.0)
+        assert abs(headroom - _gib(cells["headroom"][0])) <= (0.0101 if outside else 0.0), (rank, bars, cells)
+    assert state["outlined"] == [state["binding"]] and state["notes"] == ["binds"], state
+    # "—": a plan vLLM refuses shows no capacity
+    assert state["kpi_kv"] in ("—", state["rows"][state["binding"]]["KV"][0]), state
+
+
+def _fresh(page: Any, url: str) -> dict[str, Any]:
+    """POOL_STATE of the whole page at `url`, as a fresh load shows it (fetched beside the page, not
+    through its routes)."""
+    response = page.context.request.get(url)
+    assert response.ok, (url, response.status)
+    state: dict[str, Any] = page.evaluate(FRESH_STATE, response.text())
+    return state
+
+
+def _assert_shows(page: Any, state: dict[str, Any]) -> None:
+    """A reading agrees with itself and is what a fresh load of its address shows: the same chart
+    (every title, column, outline), version and numbers."""
+    _assert_agrees(state)
+    assert state == _fresh(page, state["url"])
 
 
 def _open(page: Any) -> None:
@@ -92,7 +117,7 @@ def _tick(page: Any, value: str) -> None:
     page.evaluate("v => { const e = document.getElementById('f-util'); e.value = v; "
                   "e.dispatchEvent(new Event('input', {bubbles: true})); }", value)
     page.wait_for_function("() => document.getElementById('chart-pool').getAttribute('data-drawn') === "
-                           "document.getElementById('chart-pool-data').dataset.version "
+                           "document.getElementById('kpis').dataset.version "
                            "&& !document.querySelector('.htmx-request') && window.__sameFrame !== null")
 
 
@@ -100,15 +125,17 @@ def test_a_tick_draws_the_pool_chart_with_the_numbers_and_no_chart_code(page: An
     _open(page)
     levers_figure = page.evaluate("() => document.getElementById('chart-levers-data').textContent")
     drawn_before = _drawn(page)
-    assert drawn_before == _expected(page.evaluate(FIGURE))
+    _assert_shows(page, page.evaluate(POOL_STATE))
     page.evaluate(SPY)
     _tick(page, "0.85")
     assert page.evaluate("() => window.__draws") == {}  # no plotly redraw: neither the pool chart nor the levers
     # the levers refresh in their own request on a committed change; a tick leaves their figure alone
     assert page.evaluate("() => document.getElementById('chart-levers-data').textContent") == levers_figure
     assert page.evaluate("() => window.__sameFrame") is True
-    drawn = _drawn(page)
-    assert drawn == _expected(page.evaluate(FIGURE)) and drawn != drawn_before
+    state = page.evaluate(POOL_STATE)
+    assert "util=0.85" in state["url"]
+    _assert_shows(page, state)
+    assert _drawn(page) != drawn_before
 
 
 def test_a_tick_patches_the_results_in_place(page: Any) -> None:
@@ -156,7 +183,7 @@ def test_the_pool_chart_is_readable_before_any_chart_code(page: Any) -> None:
     assert page.evaluate("() => typeof window.Plotly") == "undefined"
     legend = page.locator("#chart-pool .chart-legend li").all_inner_texts()
     assert "KV (usable)" in legend and "requested budget" in legend
-    assert _drawn(page) == _expected(page.evaluate(FIGURE))
+    _assert_agrees(page.evaluate(POOL_STATE))
     assert page.locator("#chart-pool .budget").count() == 4  # one dashed budget segment per rank
     assert page.locator("#chart-pool .seg rect[stroke]").count() == 1  # the binding rank's KV, outlined
     assert page.locator("#chart-pool .note").text_content() == "binds"
@@ -176,7 +203,7 @@ def test_a_tick_writes_its_address_once_after_the_numbers(page: Any) -> None:
     _tick(page, "0.81")
     page.wait_for_url("**util=0.81**")
     writes = page.evaluate("() => window.__writes")
-    version = page.evaluate("() => document.getElementById('chart-pool-data').dataset.version")
+    version = page.evaluate("() => document.getElementById('kpis').dataset.version")
     assert len(writes) == 1 and "util=0.81" in writes[0][0] and writes[0][1] == version, writes
     assert page.evaluate("() => history.length") == length  # replaced, not pushed
 
@@ -207,7 +234,8 @@ def _burst_ends_agreeing(page: Any, values: list[str]) -> dict[str, Any]:
     page.wait_for_url(f"**util={values[-1]}**")
     page.wait_for_function(PLAN_IDLE)
     state: dict[str, Any] = page.evaluate(POOL_STATE)
-    _assert_agrees(state)
+    assert f"util={values[-1]}" in state["url"]
+    _assert_shows(page, state)
     return state
 
 
@@ -220,7 +248,7 @@ def test_a_burst_ends_with_the_chart_of_the_numbers_shown_even_when_the_last_req
     page.route("**/plan?*util=0.71*", lambda route: route.abort())
     page.evaluate(BURST, values)
     page.wait_for_function(PLAN_IDLE)
-    _assert_agrees(page.evaluate(POOL_STATE))
+    _assert_shows(page, page.evaluate(POOL_STATE))
     # the slider reads 0.71 beside an older plan: the form says the update failed
     assert page.inner_text("#out-util") == "0.71" and page.inner_text("#busy").startswith("not updated")
     page.unroute("**/plan?*util=0.71*")
@@ -229,8 +257,10 @@ def test_a_burst_ends_with_the_chart_of_the_numbers_shown_even_when_the_last_req
     assert page.inner_text("#busy") == "updating…" and not page.is_visible("#busy.failed")
     frames = page.evaluate("() => window.__stopFrames()")
     assert len(frames) >= 2  # the page as opened, and at least the last burst's plan
+    fresh = {url: _fresh(page, url) for url in {frame["url"] for frame in frames}}
     for frame in frames:
         _assert_agrees(frame)
+        assert frame == fresh[frame["url"]]
 
 
 def _is_plan_tick(url: str) -> bool:
@@ -254,6 +284,7 @@ def test_a_held_response_keeps_the_plan_busy_and_every_frame_agrees(page: Any) -
     figure and the numbers move together, in every frame, to that request's plan."""
     _open(page)
     opened = page.evaluate(POOL_STATE)
+    _assert_shows(page, opened)
     held: list[Any] = []
     page.route(_is_plan_tick, lambda route: route.abort() if "util=0.71" in route.request.url else held.append(route))
     page.evaluate(RECORD_FRAMES)
@@ -266,13 +297,12 @@ def test_a_held_response_keeps_the_plan_busy_and_every_frame_agrees(page: Any) -
     page.wait_for_url("**util=0.61**")
     page.wait_for_function(PLAN_IDLE)
     final = page.evaluate(POOL_STATE)
-    _assert_agrees(final)
+    assert "util=0.61&" in final["url"] + "&"
+    _assert_shows(page, final)
     assert final["version"] != opened["version"] and len(held) == 1  # the 0.71 request failed, not held
     assert page.inner_text("#busy").startswith("not updated: the request failed")
     frames = page.evaluate("() => window.__stopFrames()")
-    assert [f["version"] for f in frames] == [opened["version"], final["version"]], frames
-    for frame in frames:
-        _assert_agrees(frame)
+    assert frames == [opened, final], frames  # every frame the page as opened or as the held response's fresh page
 
 
 def test_the_first_paint_waits_for_no_request_and_the_styles_apply(page: Any) -> None:
@@ -294,7 +324,7 @@ def test_the_pool_chart_reads_without_javascript(browser: Any, server_url: str) 
         page = context.new_page()
         page.goto(PLAN)
         assert page.locator("#chart-pool svg .seg").count() > 0
-        assert _drawn(page) == _expected(page.locator("#chart-pool-data").text_content() or "")
+        _assert_agrees(page.evaluate(POOL_STATE))  # the page's own reading: its scripts do not run
         assert "needs JavaScript" not in (page.locator("#results").text_content() or "")  # nothing to apologise for
     finally:
         context.close()

@@ -259,7 +259,7 @@ def test_a_saved_plan_with_many_ranks_renders_like_the_plan_page(client: TestCli
     assert page.status_code == 200
     context = last_render(renders, "pages/saved_plan.html").context
     assert set(context["charts"]) >= {"pool", "dist"}  # the distribution view past MAX_BARS, as on /plan
-    assert 'id="chart-dist-data"' in page.text and 'id="chart-pool-data"' in page.text
+    assert 'id="chart-dist-data"' in page.text and '<svg class="pool-svg"' in page.text
 
 
 def test_the_what_if_of_a_saved_plan_saves_as_its_new_version(client: TestClient,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
@@ -63,7 +64,10 @@ def test_slider_request_gets_fragment_with_canonical_replace_url(
     assert response.headers["HX-Replace-Url"] == "/plan?model=llama-3.1-70b&tp=4&util=0.85"
     assert "HX-Request" in response.headers["vary"]
     assert response.text.lstrip().startswith('<section id="results"')
-    assert 'id="chart-pool-data"' in response.text
+    # the pool chart drawn, marked with the numbers' version; its figure is not sent as JSON (unread)
+    version = re.search(r'id="kpis" data-version="([0-9a-f]+)"', response.text)
+    assert version and f'id="chart-pool" class="chart chart-svg" data-drawn="{version[1]}"' in response.text
+    assert '<svg class="pool-svg"' in response.text and 'chart-pool-data' not in response.text
     assert 'hx-swap-oob="true"' in response.text
 
 
