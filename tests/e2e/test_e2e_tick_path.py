@@ -185,7 +185,7 @@ def test_the_pool_chart_is_readable_before_any_chart_code(page: Any) -> None:
     assert "KV (usable)" in legend and "requested budget" in legend
     _assert_agrees(page.evaluate(POOL_STATE))
     assert page.locator("#chart-pool .budget").count() == 4  # one dashed budget segment per rank
-    assert page.locator("#chart-pool .seg rect[stroke]").count() == 1  # the binding rank's KV, outlined
+    assert page.locator("#chart-pool .seg[stroke]").count() == 1  # the binding rank's KV, outlined
     assert page.locator("#chart-pool .note").text_content() == "binds"
 
 

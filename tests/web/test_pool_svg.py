@@ -24,11 +24,10 @@ def _svg(figure: charts.Figure) -> ET.Element:
 def _segments(root: ET.Element) -> list[tuple[str, float, float]]:
     """(title, top y, height) of every drawn segment."""
     out = []
-    for group in root.iter(f"{SVG}g"):
-        if group.get("class") == "seg":
-            rect = group.find(f"{SVG}rect")
-            title = group.find(f"{SVG}title")
-            assert rect is not None and title is not None
+    for rect in root.iter(f"{SVG}rect"):
+        if rect.get("class") == "seg":
+            title = rect.find(f"{SVG}title")
+            assert title is not None
             out.append((title.text or "", float(rect.get("y", 0)), float(rect.get("height", 0))))
     return out
 
@@ -58,7 +57,9 @@ def test_budget_binding_and_hatching_follow_the_figure() -> None:
     root = _svg(figure)
     budget = [line for line in root.iter(f"{SVG}line") if line.get("class") == "budget"]
     assert len(budget) == len(figure["layout"]["shapes"]) == 2
-    hatched = sum(1 for r in root.iter(f"{SVG}rect") if r.get("class") == "hatch")
+    patterns = {p.get("id") for p in root.iter(f"{SVG}pattern")}
+    hatched = sum(1 for r in root.iter(f"{SVG}rect") if r.get("class") == "seg"
+                  and (r.get("fill") or "").removeprefix("url(#").removesuffix(")") in patterns)
     shapes = [s for t in figure["data"] if t["type"] == "bar" for i, s in enumerate(t["marker"]["pattern"]["shape"])
               if s and t["y"][i] > 0]
     assert hatched == len(shapes) > 0
@@ -90,7 +91,7 @@ def test_ranks_drawing_the_same_stack_keep_their_own_label_and_place() -> None:
         rank = column.get("data-rank")
         titles = [t.text or "" for t in column.iter(f"{SVG}title")]
         assert len(titles) > 3 and all(t.startswith(f"rank {rank} ") for t in titles)
-        xs = {rect.get("x") for g in column.iter(f"{SVG}g") if g.get("class") == "seg" for rect in g.iter(f"{SVG}rect")}
+        xs = {rect.get("x") for rect in column.iter(f"{SVG}rect") if rect.get("class") == "seg"}
         assert len(xs) == 1
         places.append(float(xs.pop() or 0))
     assert places == sorted(places) and len(set(places)) == 8

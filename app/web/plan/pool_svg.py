@@ -97,6 +97,7 @@ class _Trace:
         self.name, self.y, self.colour = escape(trace["name"]), trace["y"], marker.get("color")
         self.sources = trace.get("customdata")
         self.escape = escape
+        self.hatch = ""  # its hatching pattern's id, when a segment is hatched (`_hatches`)
 
     def drawn(self, i: int, value: float) -> tuple[object, ...]:
         """Everything rank i's segment shows besides its place and label."""
@@ -104,17 +105,17 @@ class _Trace:
                 self.strokes[1][i]), self.shapes and self.shapes[i])
 
     def segment(self, i: int, value: float, width: str, y0: float, y1: float) -> Pieces:
-        """One segment, with slots for its X and LABEL: its rect (outlined where the figure
-        outlines it), hatching, and hover title."""
+        """One segment, with slots for its X and LABEL: one rect, filled with the trace's colour or,
+        hatched, with its colour's pattern (`_hatches`), outlined where the figure outlines it, its
+        hover title inside."""
         source = self.escape(self.sources[i]) if self.sources else ""
-        box = f'" y="{y1:.1f}" width="{width}" height="{max(y0 - y1, 0.0):.1f}"'
         stroke = ""
         if self.strokes is not None and self.strokes[0][i]:
             stroke = f' stroke="{self.strokes[1][i]}" stroke-width="{self.strokes[0][i]}"'
-        hatch: Pieces = (['<rect class="hatch" x="', X, f'{box} fill="url(#{HATCH_ID})"/>']
-                         if self.shapes and self.shapes[i] else [])
-        return ['<g class="seg"><rect x="', X, f'{box} fill="{self.colour}"{stroke}/>', *hatch,
-                "<title>rank ", LABEL, f" · {self.name}: {value:.2f} GiB ({source})</title></g>"]
+        fill = f"url(#{self.hatch})" if self.shapes and self.shapes[i] else self.colour
+        return ['<rect class="seg" x="', X, f'" y="{y1:.1f}" width="{width}" height="{max(y0 - y1, 0.0):.1f}" '
+                f'fill="{fill}"{stroke}><title>rank ', LABEL,
+                f" · {self.name}: {value:.2f} GiB ({source})</title></rect>"]
 
 
 def _escaper() -> Callable[[object], str]:
@@ -137,6 +138,8 @@ def _columns(frame: _Frame, bars: Sequence[Mapping[str, Any]], labels: Sequence[
     width = frame.band * (1 - gap)
     escape = _escaper()
     traces = [_Trace(t, escape) for t in bars]
+    for k, trace in enumerate(traces):
+        trace.hatch = f"{HATCH_ID}-{k}"
     drawn: dict[tuple[object, ...], Pieces] = {}  # one figure's columns, by what each draws
     out = []
     for i, raw in enumerate(labels):
@@ -153,7 +156,7 @@ def _columns(frame: _Frame, bars: Sequence[Mapping[str, Any]], labels: Sequence[
 def _column(frame: _Frame, traces: Sequence[_Trace], i: int, values: Sequence[float], width: float) -> Pieces:
     """Rank i's column, with slots for its LABEL, X (its bars) and HIT (its hover area's x)."""
     stack = " · ".join(f"{t.name} {value:.2f}" for t, value in zip(traces, values, strict=True))
-    parts: Pieces = ['<g class="column" data-rank="', LABEL, '"><rect class="hit" fill="transparent" x="', HIT,
+    parts: Pieces = ['<g class="column" data-rank="', LABEL, '"><rect class="hit" x="', HIT,
                      f'" y="{frame.top}" width="{frame.band:.1f}" height="{frame.bottom - frame.top}">'
                      "<title>rank ", LABEL, f" (GiB): {stack}</title></rect>"]
     width_text = f"{width:.1f}"
@@ -203,6 +206,20 @@ def _legend(figure: Mapping[str, Any]) -> str:
     return f'<ul class="chart-legend">{"".join(items)}</ul>'
 
 
+def _hatches(bars: Sequence[Mapping[str, Any]]) -> str:
+    """A hatching pattern per bar trace with a hatched segment: its colour under white stripes, so a
+    hatched segment is one rect (was a coloured rect, a striped rect over it and a group)."""
+    patterns = []
+    for k, trace in enumerate(bars):
+        shapes = ((trace.get("marker") or {}).get("pattern") or {}).get("shape")
+        if isinstance(shapes, list) and any(shapes):
+            patterns.append(f'<pattern id="{HATCH_ID}-{k}" width="7" height="7" patternUnits="userSpaceOnUse" '
+                            f'patternTransform="rotate(45)"><rect width="7" height="7" '
+                            f'fill="{trace["marker"]["color"]}"/><rect width="2.1" height="7" '
+                            f'fill="rgba(255,255,255,0.6)"/></pattern>')
+    return f"<defs>{''.join(patterns)}</defs>" if patterns else ""
+
+
 def pool_svg(figure: Mapping[str, Any]) -> Markup:
     """The HTML legend and the SVG of a pool figure (charts.pool_figure's dict)."""
     layout = figure["layout"]
@@ -216,8 +233,7 @@ def pool_svg(figure: Mapping[str, Any]) -> Markup:
     parts = [
         f'<svg class="pool-svg" viewBox="0 0 {WIDTH} {frame.height}" xmlns="http://www.w3.org/2000/svg" '
         f'font-size="12" aria-hidden="true">',
-        f'<defs><pattern id="{HATCH_ID}" width="7" height="7" patternUnits="userSpaceOnUse" '
-        f'patternTransform="rotate(45)"><rect width="2.1" height="7" fill="rgba(255,255,255,0.6)"/></pattern></defs>',
+        _hatches(bars),
     ]
     if title:
         parts.append(f'<text class="chart-title" x="{frame.left}" y="16">{_text(title)}</text>')
