@@ -33,6 +33,10 @@ UNSEEN: tuple[tuple[int, Case, tuple[str, ...]], ...] = (
     # logged weights score it (the catalogue config is the bf16 model)
     (24, Case(P + "49-v085-qwen3-30b-a3b-w4a16-rtx3090-tp1-v0-rows.log", 0, "qwen3-30b-a3b", "RTX 3090 24GB",
               "0.8.5", 1, 0.9, 40960, total_gib=23.56, v1=False, max_num_seqs=8), ("measured",)),
+    # generative-computing/mellea PR #416 (planetf1): mellea's vLLM test on V0 (v0.9.1 by its line numbers), 79.19 GiB
+    # (an 80 GB card, not named), Qwen3-0.6B at 0.8 and 8192 tokens, 8 sequences (the test module's model_options)
+    (25, Case(P + "56-v091-qwen3-0.6b-h100-80gb-class-tp1-v0-util08-mellea.log", 0, "qwen3-0.6b", "H100 80GB",
+              "0.9.1", 1, 0.8, 8192, total_gib=79.19, v1=False, max_num_seqs=8), ("measured", "estimated")),
 )  # fmt: skip
 
 

@@ -109,6 +109,8 @@ CATALOGUE_CASES = [
     ("public/47-v0102dev-qwen3-0.6b-a100-80gb-tp1-lm-eval-flashinfer.log", "qwen3-0.6b", 1, "triton", (0, 10, 2)),
     # stop 24, unseen before: DeepSeek-V2-Lite on v0.5.0.post1 (vLLM PR #4650), before MLA: -0.1 %
     ("public/52-v050post1-deepseek-v2-lite-tp1-weights-no-mla.log", "deepseek-v2-lite", 1, "triton", (0, 5, 0)),
+    # stop 25, unseen before: Qwen3-0.6B on V0 v0.9.1 (generative-computing/mellea PR #416), 1.12 GiB logged
+    ("public/56-v091-qwen3-0.6b-h100-80gb-class-tp1-v0-util08-mellea.log", "qwen3-0.6b", 1, "triton", (0, 9, 1)),
 ]  # fmt: skip
 # Compared by the tests below this table instead of CASES
 OTHER_TESTS = {

@@ -1,7 +1,8 @@
 """The public-log evidence set (tests/data/vllm-logs/public/) keeps its index honest.
 
 Every .log has exactly one index entry and every entry a .log; every entry cites a public
-vLLM issue or pull request; every number under `numbers` occurs in its log's text (commas
+vLLM issue or pull request (or another project's, when its notes say so); every number under
+`numbers` occurs in its log's text (commas
 removed, compared as numbers); every version has a value and a stated or inferred basis; a
 named config exists in tests/data/configs/; and no public log repeats a line of the older
 fixture logs in tests/data/vllm-logs/ (the two sets must not double-count a run).
@@ -22,7 +23,9 @@ PUBLIC = LOGS / "public"
 CONFIGS = DATA / "configs"
 INDEX: dict[str, Any] = json.loads((PUBLIC / "index.json").read_text())
 ENTRIES: list[dict[str, Any]] = INDEX["entries"]
-SOURCE = re.compile(r"^https://github\.com/vllm-project/vllm/(issues|pull)/\d+ \(.+\)$")
+SOURCE = re.compile(r"^https://github\.com/([\w.-]+/[\w.-]+)/(issues|pull)/\d+ \(.+\)$")
+# A thread outside vllm-project/vllm (another project's PR quoting the vLLM start-up it printed) must say so
+OTHER_REPO_NOTE = "not a vllm-project/vllm thread"
 NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
 
 
@@ -56,8 +59,11 @@ def missing_numbers(entry: dict[str, Any], text: str) -> list[str]:
 
 def entry_problems(entry: dict[str, Any]) -> list[str]:
     out: list[str] = []
-    if not SOURCE.match(entry.get("source", "")):
-        out.append(f"source {entry.get('source')!r} is not a vllm-project/vllm issue/PR URL + (who, when)")
+    source = SOURCE.match(entry.get("source", ""))
+    if not source:
+        out.append(f"source {entry.get('source')!r} is not a GitHub issue/PR URL + (who, when)")
+    elif source.group(1) != "vllm-project/vllm" and OTHER_REPO_NOTE not in str(entry.get("notes", "")):
+        out.append(f"source {source.group(1)} is not vllm-project/vllm and the notes do not say so")
     version = entry.get("vllm_version") or {}
     if not str(version.get("value", "")).strip():
         out.append("vllm_version.value is empty")
@@ -132,3 +138,5 @@ def test_the_checks_catch_what_they_guard(tmp_path: Path) -> None:
     assert any(p.startswith("source") for p in problems)
     assert any("basis" in p for p in problems)
     assert any("'importer'" in p for p in problems)
+    noted = {**bad, "notes": "another project's PR quoting its start-up: not a vllm-project/vllm thread"}
+    assert not any(p.startswith("source") for p in entry_problems(noted))
