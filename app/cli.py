@@ -269,8 +269,13 @@ def _run_lines(i: int, run: dict[str, Any]) -> list[str]:
             f"  activation {fmt_bytes(r.get('activation_bytes'))}  kv {fmt_bytes(r.get('kv_bytes'))}"
         )
     engine = run.get("engine") or {}
-    if engine.get("num_gpu_blocks") is not None:
-        out.append(f"  engine: {engine['num_gpu_blocks']:,} blocks")
+    said = [f"{engine['num_gpu_blocks']:,} blocks"] if engine.get("num_gpu_blocks") is not None else []
+    if engine.get("kv_tokens") is not None:  # "GPU KV cache size: N tokens" (V1): a log may print no blocks
+        said.append(f"{engine['kv_tokens']:,} tokens")
+    if engine.get("max_concurrency") is not None and engine.get("max_concurrency_tokens") is not None:
+        said.append(f"max concurrency {engine['max_concurrency']:g}x at {engine['max_concurrency_tokens']:,} tokens")
+    if said:
+        out.append(f"  engine: {', '.join(said)}")
     residual = (run.get("residuals") or {}).get("engine")
     if residual and residual.get("residual_blocks") is not None:
         out.append(

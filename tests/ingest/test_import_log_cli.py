@@ -27,9 +27,12 @@ def _both(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[list[str], di
     return text, json.loads(capsys.readouterr().out)
 
 
-@pytest.mark.parametrize("name", ["13-v0102-qwen3-30b-a3b-fp8-2xl40s-tp2-ep.log", "01-v064-llama31-8b-rtx3090-tp1.log"])
+@pytest.mark.parametrize("name", ["13-v0102-qwen3-30b-a3b-fp8-2xl40s-tp2-ep.log", "01-v064-llama31-8b-rtx3090-tp1.log",
+                                  "public/21-v0102-unknown-fp8kv-tp1-two-runs-mml-fail.log"])
 def test_text_form_states_the_json_form(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     text, doc = _both(LOGS / name, capsys)
+    if name.startswith("public/21"):  # the text form left out run 0's 230,528 tokens and 2.31x
+        assert "  engine: 230,528 tokens, max concurrency 2.31x at 100,000 tokens" in text
     headers = [i for i, line in enumerate(text) if line.startswith("run ")]
     assert len(headers) == len(doc["runs"]) >= 1
     for k, (start, run) in enumerate(zip(headers, doc["runs"], strict=True)):
@@ -40,9 +43,14 @@ def test_text_form_states_the_json_form(name: str, capsys: pytest.CaptureFixture
         assert len(rank_lines) == len(run["ranks"])
         for line, r in zip(rank_lines, run["ranks"], strict=True):
             assert line.split()[0] == r["rank"] and f"kv {fmt_bytes(r.get('kv_bytes'))}" in line
-        blocks = run["engine"].get("num_gpu_blocks")
+        engine = run["engine"]  # every figure the JSON has: public/21's run 0 prints tokens, no blocks
+        said = [f"{engine['num_gpu_blocks']:,} blocks"] if engine.get("num_gpu_blocks") is not None else []
+        said += [f"{engine['kv_tokens']:,} tokens"] if engine.get("kv_tokens") is not None else []
+        if engine.get("max_concurrency") is not None:
+            at = engine["max_concurrency_tokens"]
+            said.append(f"max concurrency {engine['max_concurrency']:g}x at {at:,} tokens")
         assert [line for line in block if line.startswith("  engine: ")] == (
-            [] if blocks is None else [f"  engine: {blocks:,} blocks"])
+            [f"  engine: {', '.join(said)}"] if said else [])
         assert sum(line.startswith("  finding [") for line in block) == len(run["findings"])
 
 
