@@ -178,11 +178,11 @@ def test_llama4_chunked_local_attention() -> None:
 
 def test_plain_sliding_window_applies_to_every_layer() -> None:
     # vLLM arg_utils: a non-interleaved model's sliding_window becomes CacheConfig.sliding_window.
-    phi3 = shape_of(model_type="phi3", sliding_window=2047)
+    phi3 = shape_of(model_type="phi3", sliding_window=2047, num_attention_heads=32)  # Phi3Config: 32 KV heads
     assert set(phi3.layer_kinds) == {"sliding"} and phi3.sliding_window == 2047
     assert any("every layer" in n for n in phi3.notes)
     assert set(shape_of(model_type="mistral", sliding_window=None).layer_kinds) == {"full"}
-    qwen2 = shape_of(model_type="qwen2", sliding_window=131072, use_sliding_window=False)
+    qwen2 = shape_of(model_type="qwen2", sliding_window=131072, use_sliding_window=False, num_key_value_heads=8)
     assert set(qwen2.layer_kinds) == {"full"} and qwen2.sliding_window is None
 
 

@@ -79,12 +79,12 @@ def test_draft_model_has_its_own_geometry_in_one_block() -> None:
 def test_lookahead_slots_divide_the_concurrency_ceiling() -> None:
     base = {"method": "draft_model", "model": {"catalogue": "llama-3.2-1b"}, "num_speculative_tokens": 5}
     out = run_plan({"model": {"catalogue": "llama-3.1-8b"}, "gpu": GPU, "policy": {"avg_live_tokens": 3000},
-                    "engine": {"max_model_len": 32768, "max_num_seqs": 100000, "speculative": base}},
+                    "engine": {"max_model_len": 32768, "max_num_seqs": 8192, "speculative": base}},
                    with_levers=False)  # fmt: skip
     assert out["concurrency_ceiling"] == out["schedulable_tokens"] // (3000 + 5)
     assert "lookahead" in out["explain"]["concurrency_ceiling"]["formula"]
     ngram = run_plan({"model": {"catalogue": "llama-3.1-8b"}, "gpu": GPU, "policy": {"avg_live_tokens": 3000},
-                      "engine": {"max_model_len": 32768, "max_num_seqs": 100000,
+                      "engine": {"max_model_len": 32768, "max_num_seqs": 8192,
                                  "speculative": {"method": "ngram", "num_speculative_tokens": 5}}},
                      with_levers=False)  # fmt: skip
     # ngram: no weights, no draft KV, no lookahead (Scheduler sets num_lookahead_tokens for EAGLE/MTP/draft only)
@@ -97,7 +97,7 @@ def test_lookahead_slots_divide_the_concurrency_ceiling() -> None:
 def test_more_speculative_tokens_never_raise_concurrency(k: int) -> None:
     def ceiling(n: int) -> int:
         out = run_plan({"model": {"catalogue": "deepseek-v3"}, "layout": {"tp": 8}, "gpu": {"name": "H200"},
-                        "policy": {"avg_live_tokens": 2000}, "engine": {"max_model_len": 16384, "max_num_seqs": 10**5,
+                        "policy": {"avg_live_tokens": 2000}, "engine": {"max_model_len": 16384, "max_num_seqs": 8192,
                         "speculative": {"method": "mtp", "num_speculative_tokens": n}}}, with_levers=False)  # fmt: skip
         value = out["concurrency_ceiling"]
         assert isinstance(value, int)
