@@ -37,6 +37,14 @@ UNSEEN: tuple[tuple[int, Case, tuple[str, ...]], ...] = (
     # (an 80 GB card, not named), Qwen3-0.6B at 0.8 and 8192 tokens, 8 sequences (the test module's model_options)
     (25, Case(P + "56-v091-qwen3-0.6b-h100-80gb-class-tp1-v0-util08-mellea.log", 0, "qwen3-0.6b", "H100 80GB",
               "0.9.1", 1, 0.8, 8192, total_gib=79.19, v1=False, max_num_seqs=8), ("measured", "estimated")),
+    # LMCache/LMCache issue #3430 (yangyonggit): v0.21.0 (stated), Qwen3-8B on one RTX A5000 (no preset: the RTX 3090
+    # preset stands for its GA102 / sm86 silicon), LMCache's offline example (the LLM class: 8192 batched tokens and
+    # 256 sequences below 70 GiB, vllm/engine/arg_utils.py @4dd49b06f; the FULL captures top at 256). The torch total
+    # is not printed: 23.52 GiB is the 24,564 MiB class (RTX 4090 preset), within the 23.2-23.8 GiB the advice line
+    # implies (0.52 GiB / (0.9764 - 0.9543)). No weights line in the excerpt: estimated weights only.
+    (27, Case(P + "57-v0210-qwen3-8b-rtx-a5000-tp1-util09764-cg-estimate-lmcache.log", 0, "qwen3-8b", "RTX 3090 24GB",
+              "0.21.0", 1, 0.9764, 16384, total_gib=23.52, max_num_batched_tokens=8192, max_num_seqs=256,
+              interconnect="pcie"), ("estimated",)),
 )  # fmt: skip
 
 
