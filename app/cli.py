@@ -210,6 +210,9 @@ def cmd_kv_bytes(args: argparse.Namespace) -> int:
         block_size=args.block_size,
         max_model_len=args.max_model_len,
         max_num_batched_tokens=args.max_num_batched_tokens,
+        vllm_version=args.vllm_version,
+        gpu=args.gpu,
+        mla_disable=args.mla_disable,
     )
     if args.json:
         emit(report)
@@ -423,9 +426,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pp", type=int, default=1)
     p.add_argument("--dcp", type=int, default=1)
     p.add_argument("--kv-cache-dtype", default="auto")
-    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--block-size", type=int, help="default 16 (an MLA backend may pick another: --gpu)")
     p.add_argument("--max-model-len", type=int)
     p.add_argument("--max-num-batched-tokens", type=int)
+    p.add_argument("--vllm-version", help="size as this vLLM release does (MLA: latent from 0.7.1); default current")
+    p.add_argument("--gpu", help="the card (H100, B200, A100, …): picks vLLM's MLA block size")
+    p.add_argument("--mla-disable", action="store_true", help="VLLM_MLA_DISABLE=1: an MLA model caches full K/V")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_kv_bytes)
 

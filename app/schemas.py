@@ -218,6 +218,7 @@ class EngineDoc(_Strict):
     cudagraph_mode: Literal["auto", "NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"] = "auto"
     # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1/0 (vLLM ≥ 0.18); None: the version's default (on from 0.21)
     estimate_cudagraphs: bool | None = None
+    mla_disable: bool = False  # VLLM_MLA_DISABLE=1: an MLA model caches full K/V (app.core.mla_rules)
     lora: LoraDoc | None = None
     speculative: SpeculativeDoc | None = None
     kv_offload: KVOffloadDoc | None = None

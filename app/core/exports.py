@@ -58,9 +58,20 @@ def pairs_of(result: Mapping[str, Any]) -> list[tuple[str, FlagValue]]:
 
 
 def env_of(result: Mapping[str, Any]) -> dict[str, str]:
-    """The environment the plan's engine needs (`kv_offload_env`: LMCache's sizes), in every format."""
-    env = result.get("kv_offload_env")
-    return {str(k): str(v) for k, v in env.items()} if isinstance(env, Mapping) else {}
+    """The environment the plan's engine was sized with, in every format: LMCache's sizes (`kv_offload_env`),
+    ``VLLM_MLA_DISABLE=1`` when the plan sets ``engine.mla_disable`` (vllm/envs.py, read by
+    ``ModelConfig.use_mla``: full K/V, app.core.mla_rules) and ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``
+    when it sets ``engine.estimate_cudagraphs`` (vllm/envs.py, PR #30515; app.core.versions)."""
+    offload = result.get("kv_offload_env")
+    env = {str(k): str(v) for k, v in offload.items()} if isinstance(offload, Mapping) else {}
+    engine = result.get("engine")
+    if isinstance(engine, Mapping):
+        if engine.get("mla_disable") is True:
+            env["VLLM_MLA_DISABLE"] = "1"
+        estimate = engine.get("estimate_cudagraphs")
+        if isinstance(estimate, bool):
+            env["VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"] = "1" if estimate else "0"
+    return env
 
 
 def _model(pairs: Sequence[tuple[str, FlagValue]], fmt: str) -> str:

@@ -226,8 +226,6 @@ def _plan(shape: ModelShape, tp: int, kv_cache_dtype: str, block_size: int, kind
             block_size = needed
         page = block_size * token
         pct = 100 * (page - state) / state
-    if shape.is_mla and block_size % 64:
-        notes.append("MLA: vLLM's FlashMLA backend (Hopper/Blackwell) forces block_size 64")
     if kv_cache_dtype == "auto" and shape.config_dtype != shape.dtype:
         notes.append(f"kv_cache_dtype auto = {shape.dtype} (vLLM's dtype for a {shape.config_dtype} config)")
     if kinds != shape.layer_kinds:

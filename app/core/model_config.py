@@ -156,6 +156,7 @@ def shape_from_config(
         params_total=0, params_active=0, weight_bytes=0, notes=(), config_dtype=config_dtype,
         state=state_geometry(cfg, kinds, hidden, dtype, notes),
         checkpoint_kv_cache_dtype=_checkpoint_kv_dtype(cfg, notes),
+        mla_qk_head_dim=_mla_qk_head_dim(cfg) if latent is not None else None,
     )  # fmt: skip
     est = estimate_params(cfg, shape, notes)
     weights = build_weights_model(config, shape, safetensors_index)
@@ -170,6 +171,13 @@ def shape_from_config(
         weight_bytes=sum(rank_group_bytes(weights, Geometry()).values()), quantizable_params=est.linear + est.experts,
         index_total_bytes=weights.index_total_bytes, weights=weights, gated_mlp=plain_mlp(cfg, hidden) is None,
     )  # fmt: skip
+
+
+def _mla_qk_head_dim(cfg: HFConfig) -> int | None:
+    """vLLM's head size for a DeepSeek MLA model without MLA: ``qk_nope_head_dim + qk_rope_head_dim``
+    (``ModelConfig.get_head_size``, vllm/config.py @cabaf4eff^ and @baeded256), None when either is absent."""
+    nope, rope = cfg.int_or_none("qk_nope_head_dim"), cfg.int_or_none("qk_rope_head_dim")
+    return nope + rope if nope and rope else None
 
 
 def _str(value: object) -> str | None:

@@ -87,6 +87,7 @@ class Engine:
     cudagraph_mode: CudagraphMode = "auto"  # "auto": the version's default
     # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (vLLM ≥ 0.18); None: the version's default (on from 0.21)
     estimate_cudagraphs: bool | None = None
+    mla_disable: bool = False  # VLLM_MLA_DISABLE=1: an MLA model caches full K/V (app.core.mla_rules)
     lora: LoraSpec | None = None  # --enable-lora with its slots (app.core.lora)
     lora_in_run: LoraSpec | None = None  # the LoRA measured rows were taken under (app.core.extra_rows)
     speculative: SpecSpec | None = None  # --speculative-config (app.core.speculative)

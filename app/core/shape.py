@@ -53,6 +53,9 @@ class ModelShape:
     quantizable_params: int = 0  # decoder linear and expert parameters (what vLLM's fp8 method quantizes)
     online_quantization: str | None = None  # "fp8": weights as `--quantization fp8` leaves them
     index_total_bytes: int | None = None  # the checkpoint's safetensors metadata.total_size, when given
+    # MLA: qk_nope_head_dim + qk_rope_head_dim, the K head size vLLM caches when it does not use MLA
+    # (before v0.7.1, VLLM_MLA_DISABLE=1; app.core.mla_rules); None for other models
+    mla_qk_head_dim: int | None = None
     gated_mlp: bool = True  # dense MLP is gate_up + down (Llama); False: up + down (weights_arch.plain_mlp)
     # Tensor table for per-rank weights (app.core.weights); derived from the config, so not compared.
     weights: WeightsModel | None = field(default=None, compare=False, repr=False)

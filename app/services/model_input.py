@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from app.core.errors import InputError
 from app.core.kvspec import rank_kv
+from app.core.mla_rules import family_block_sizes, full_kv_shape, gpu_family, mla_block_size, mla_decision
 from app.core.model_config import shape_from_config
 from app.core.plan import ModelInput
 from app.core.shape import ModelShape, online_fp8_shape
+from app.core.versions import CURRENT_VLLM, parse_version
 from app.core.vision import vision_geometry
 from app.schemas import PlanDocument
 from app.services.memo import memoised
@@ -113,17 +115,32 @@ def kv_bytes_report(
     pp: int = 1,
     dcp: int = 1,
     kv_cache_dtype: str = "auto",
-    block_size: int = 16,
+    block_size: int | None = None,
     max_model_len: int | None = None,
     max_num_batched_tokens: int | None = None,
+    vllm_version: str | None = None,
+    gpu: str | None = None,
+    mla_disable: bool = False,
 ) -> JSON:
-    """`kvledger kv-bytes`: per-rank bytes per token, page bytes and vLLM's per-request worst case."""
+    """`kvledger kv-bytes`: per-rank bytes per token, page bytes and vLLM's per-request worst case.
+
+    An MLA model is sized as ``vllm_version`` caches it (None: the current release) on ``gpu``'s family,
+    with ``VLLM_MLA_DISABLE=1`` when ``mla_disable`` (app.core.mla_rules). ``block_size`` None: vLLM's
+    default 16, which an MLA backend may replace."""
     try:
         shape = shape_from_config(config)
     except InputError as exc:  # the file is the config: its fields are config.X, not model.config.X
         field = "config" + exc.field.removeprefix("model.config") if exc.field.startswith("model.config") else exc.field
         raise InputError(field, exc.message) from None
-    rkv = rank_kv(shape, tp=tp, pp=pp, dcp=dcp, kv_cache_dtype=kv_cache_dtype, block_size=block_size)
+    mla_notes: list[str] = []
+    configured = 16 if block_size is None else block_size
+    if vllm_version is not None:
+        parse_version(vllm_version, "vllm_version")
+    if gpu is not None and gpu_family(gpu) is None:
+        mla_notes.append(f"GPU {gpu!r}: no MLA block-size rule for its family (Hopper, Blackwell, Ampere/Ada)")
+    if shape.is_mla:
+        shape, configured = _mla_kv_bytes(shape, vllm_version, gpu, mla_disable, kv_cache_dtype, block_size, mla_notes)
+    rkv = rank_kv(shape, tp=tp, pp=pp, dcp=dcp, kv_cache_dtype=kv_cache_dtype, block_size=configured)
     # `is None`, not `or`: a 0 given is refused by the per-request count below, never replaced by the default
     mml = shape.max_position_embeddings if max_model_len is None else max_model_len
     if mml is None:
@@ -149,5 +166,30 @@ def kv_bytes_report(
         "max_num_batched_tokens": mnbt,
         "per_request_blocks": rkv.per_request_blocks(mml, mnbt),
         "per_request_bytes": rkv.per_request_bytes(mml, mnbt),
-        "notes": [*shape.notes, *rkv.notes],
+        "notes": [*shape.notes, *mla_notes, *rkv.notes],
     }
+
+
+def _mla_kv_bytes(
+    shape: ModelShape, version: str | None, gpu: str | None, mla_disable: bool, kv_cache_dtype: str,
+    block_size: int | None, notes: list[str],
+) -> tuple[ModelShape, int]:
+    """The MLA shape and block size `kv-bytes` sizes with (app.core.mla_rules), its notes appended."""
+    configured = 16 if block_size is None else block_size
+    decision = mla_decision(version or CURRENT_VLLM, shape.quantization, mla_disable)
+    if not decision.latent and shape.mla_qk_head_dim is not None:
+        notes.append(decision.reason or "")
+        shape = full_kv_shape(shape)
+        return shape, configured
+    label = version or CURRENT_VLLM
+    family = gpu_family(gpu)
+    if family is None:
+        picks = family_block_sizes(label, kv_cache_dtype, configured)
+        if any(size != configured for size in picks.values()):
+            listed = ", ".join(f"{name} {size}" for name, size in picks.items())
+            notes.append(f"MLA block size: no GPU named, so {configured} is kept; vLLM {label} would pick {listed}")
+        return shape, configured
+    size = mla_block_size(label, family, kv_cache_dtype, configured, user_set=block_size is not None)
+    if size != configured:
+        notes.append(f"MLA block size {size} (not {configured}): what vLLM {label}'s MLA backend runs with on {family}")
+    return shape, size

@@ -13,6 +13,7 @@ from app.core.dp_layout import layout_notes
 from app.core.errors import InputError
 from app.core.gpus import find_preset
 from app.core.lora import LoraSpec, check_lora
+from app.core.mla_rules import family_block_sizes, full_kv_shape, gpu_family, mla_block_size, mla_decision
 from app.core.nontorch import Interconnect
 from app.core.plan import Engine, Layout, ModelInput, PlanInput, Policy, check_rank_count, with_columns
 from app.core.versions import (
@@ -63,9 +64,12 @@ def _merged(logged: WhatIfDoc | None, own: WhatIfDoc | None) -> WhatIfDoc | None
 
 
 def _base_plan(doc: PlanDocument) -> PlanInput:
-    model = quantized(resolve_model(doc), doc.engine.quantization)
     version = doc.vllm_version or CURRENT_VLLM
+    model = quantized(resolve_model(doc), doc.engine.quantization)
+    model, mla_notes = _mla_model(model, version, doc.engine.mla_disable)
     engine = _engine(doc, model, version)
+    engine, block_notes = _mla_engine(doc, model, engine, version)
+    mla_notes += block_notes
     layout = Layout(
         tp=doc.layout.tp, pp=doc.layout.pp, dp=doc.layout.dp, dcp=doc.layout.dcp,
         expert_parallel=doc.layout.expert_parallel, interconnect=_interconnect(doc),
@@ -78,7 +82,7 @@ def _base_plan(doc: PlanDocument) -> PlanInput:
     else:
         ranks = estimated_ranks(doc, model, layout, engine, version, dp_layout)
         estimated = True
-    notes = (*_document_notes(doc), *layout_notes(dp_layout), *_architecture_notes(doc, version))
+    notes = (*_document_notes(doc), *layout_notes(dp_layout), *_architecture_notes(doc, version), *mla_notes)
     return PlanInput(model, layout, engine, _policy(doc), ranks, version, _gpu_total(doc), estimated, notes, node(doc),
                      gpu_name=doc.gpu.name if doc.gpu else None)  # fmt: skip
 
@@ -104,6 +108,7 @@ def _engine(doc: PlanDocument, model: ModelInput, version: str) -> Engine:
         disable_hybrid_kv_cache_manager=engine_doc.disable_hybrid_kv_cache_manager,
         cudagraph_mode=engine_doc.cudagraph_mode,
         estimate_cudagraphs=_estimate_cudagraphs(engine_doc.estimate_cudagraphs, version),
+        mla_disable=engine_doc.mla_disable,
         lora=_lora(doc, model, version),
         lora_in_run=_lora(doc, model, version) if doc.ranks else None,
         speculative=speculative_spec(engine_doc.speculative, model.shape),
@@ -114,6 +119,38 @@ def _engine(doc: PlanDocument, model: ModelInput, version: str) -> Engine:
         max_num_batched_tokens_assumed=engine_doc.max_num_batched_tokens is None,
         max_num_seqs_assumed=engine_doc.max_num_seqs is None,
     )
+
+
+def _mla_model(model: ModelInput, version: str, mla_disable: bool) -> tuple[ModelInput, tuple[str, ...]]:
+    """An MLA model as the version sizes it: the latent, or full K/V (app.core.mla_rules.mla_decision)."""
+    shape = model.shape
+    if shape is None or not shape.is_mla:
+        return model, ()
+    decision = mla_decision(version, shape.quantization, mla_disable)
+    if decision.latent or shape.mla_qk_head_dim is None:
+        return model, ()
+    return replace(model, shape=full_kv_shape(shape)), (decision.reason or "",)
+
+
+def _mla_engine(doc: PlanDocument, model: ModelInput, engine: Engine, version: str) -> tuple[Engine, tuple[str, ...]]:
+    """The block size vLLM's MLA backend runs with on the named card (app.core.mla_rules.mla_block_size);
+    with no card named the configured one is kept and each family's pick is listed."""
+    if model.shape is None or not model.shape.is_mla:
+        return engine, ()
+    user_set = "block_size" in doc.engine.model_fields_set
+    family = gpu_family(doc.gpu.name if doc.gpu else None)
+    if family is None:
+        picks = family_block_sizes(version, engine.kv_cache_dtype, engine.block_size)
+        if all(size == engine.block_size for size in picks.values()):
+            return engine, ()
+        listed = ", ".join(f"{name} {size}" for name, size in picks.items())
+        return engine, (f"MLA block size: no GPU named, so the configured {engine.block_size} is kept; vLLM "
+                        f"{version} would pick {listed} tokens (app.core.mla_rules)",)
+    size = mla_block_size(version, family, engine.kv_cache_dtype, engine.block_size, user_set)
+    if size == engine.block_size:
+        return engine, ()
+    note = f"MLA block size {size} (not {engine.block_size}): what vLLM {version}'s MLA backend runs with on {family}"
+    return replace(engine, block_size=size), (note,)
 
 
 def _estimate_cudagraphs(given: bool | None, version: str) -> bool | None:
