@@ -189,6 +189,10 @@ def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) 
         data["whatif"] = whatif
     if doc.vllm_version is None:
         version = run_version(run)
+        mla_version, mla_note = mla_era_version(run, data.get("model"))
+        if mla_version is not None:
+            version = mla_version
+            data["notes"] = [*data.get("notes", []), mla_note]
         if version is not None:
             data["vllm_version"] = version
     from app.schemas import PlanDocument
@@ -258,6 +262,34 @@ def run_version(run: Mapping[str, Any]) -> str | None:
     if isinstance(inferred, Mapping) and isinstance(inferred.get("inferred_min"), str):
         return str(inferred["inferred_min"])
     return None
+
+
+def mla_era_version(run: Mapping[str, Any], model: object) -> tuple[str | None, str]:
+    """An MLA model's run whose inferred version range straddles v0.7.1 (where vLLM began caching the
+    latent, PR #12528/#12601: app.core.mla_rules) is read at 0.7.1, not at the range's lowest version,
+    which would size full K/V; (None, "") for any other run. A stated version is always taken as it is."""
+    from app.core.mla_rules import MLA_SINCE
+    from app.core.versions import parse_version
+    from app.services.imported_runs import model_config_of
+
+    inferred = run.get("version")
+    if isinstance(run.get("vllm_version"), str) or not isinstance(inferred, Mapping):
+        return None, ""
+    low, high = inferred.get("inferred_min"), inferred.get("inferred_max_exclusive")
+    if not isinstance(low, str) or not isinstance(high, str):
+        return None, ""
+    config = model_config_of(model if isinstance(model, Mapping) else None)
+    text = config.get("text_config") if isinstance(config, Mapping) else None
+    mla = isinstance(config, Mapping) and (config.get("kv_lora_rank") is not None or (
+        isinstance(text, Mapping) and text.get("kv_lora_rank") is not None))
+    if not mla or not parse_version(low) < MLA_SINCE < parse_version(high):
+        return None, ""
+    label = ".".join(str(p) for p in MLA_SINCE)
+    return label, (
+        f"the log's format dates it ≥ {low} < {high}, across v{label}, where vLLM began caching the MLA latent "
+        f"(before it: full K/V); read at {label}, the lowest version that caches the latent as this MLA model's run "
+        "most likely did. State vllm_version to size it at another"
+    )
 
 
 def _model_for_run(run: Mapping[str, Any], settings: Mapping[str, Any]) -> JSON:
