@@ -8,7 +8,8 @@ vLLM (V1; ``vllm/v1/kv_cache_interface.py`` and ``vllm/v1/core/kv_cache_utils.py
 1. Every cache-keeping layer on the worker gets a *spec* with a page = the bytes one block of
    ``block_size`` tokens costs in that layer: ``bs × h_rank × (d + dv) × B`` for full, sliding and
    chunked attention (``h_rank = max(1, kv_heads // tp)``, ``vllm/config/model.py`` get_num_kv_heads);
-   ``bs × latent × B`` for MLA (one latent, replicated on every TP rank); a fixed recurrent state
+   ``bs × latent × B`` for MLA (one latent, replicated on every TP rank; from v0.7.1 and without
+   VLLM_MLA_DISABLE, else full attention: ``app.core.mla_rules``); a fixed recurrent state
    for Mamba / gated DeltaNet (``app.core.mamba``). Per-token-head quantized caches add fp32 scales,
    nvfp4 stores ``d//2 + d//16`` bytes per head.
 2. Hybrid Mamba models first raise the attention block size so that one attention page covers a

@@ -11,7 +11,8 @@ vLLM is the spec (upstream @52a31ccec unless a line says otherwise):
   ``num_kv_heads``, ``num_key_value_heads``, ``multi_query_group_num``, ``num_attention_groups``,
   else ``num_attention_heads``; Falcon ``multi_query`` without ``new_decoder_architecture`` → 1;
   GPTBigCode ``multi_query`` (its class default) → 1 (``GPTBigCodeAttention``, gpt_bigcode.py @4dd49b06f).
-- Head size: ``model_arch_config_convertor.py:48``: MLA → ``kv_lora_rank + qk_rope_head_dim``;
+- Head size: ``model_arch_config_convertor.py:48``: MLA → ``kv_lora_rank + qk_rope_head_dim`` (the
+  full-K/V ``qk_nope + qk_rope`` of vLLM before 0.7.1 / VLLM_MLA_DISABLE is ``mla_qk_head_dim``: app.core.mla_rules);
   else ``head_dim``, ``hidden_size_per_head``, ``hidden_size // num_attention_heads``.
 - dtype "auto": ``vllm/config/model.py`` ``_resolve_auto_dtype``: a float32 config is loaded as
   bfloat16 (first supported dtype on CUDA); ``dtype`` holds what vLLM runs, ``config_dtype`` the
