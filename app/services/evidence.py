@@ -292,6 +292,22 @@ def mla_era_version(run: Mapping[str, Any], model: object) -> tuple[str | None, 
     )
 
 
+def _caches_full_kv(run: Mapping[str, Any], config: Mapping[str, object]) -> bool:
+    """Whether the run's vLLM cached an MLA model's full K/V (app.core.mla_rules.mla_decision) at the
+    version the plan reads it at (`run_version`, or 0.7.1 for a range across it: `mla_era_version`)."""
+    from app.core.mla_rules import mla_decision
+
+    text = config.get("text_config")
+    if config.get("kv_lora_rank") is None and not (isinstance(text, Mapping) and text.get("kv_lora_rank") is not None):
+        return False
+    version = mla_era_version(run, {"config": config})[0] or run_version(run)
+    if version is None:
+        return False
+    qc = config.get("quantization_config")
+    method = qc.get("quant_method") if isinstance(qc, Mapping) else None
+    return not mla_decision(version, method if isinstance(method, str) else None).latent
+
+
 def _model_for_run(run: Mapping[str, Any], settings: Mapping[str, Any]) -> JSON:
     name = settings.get("model") if isinstance(settings.get("model"), str) else None
     found = catalogue_config_for(name)
@@ -431,6 +447,7 @@ def _rkv_for_run(run: Mapping[str, Any], config: Mapping[str, object] | None, pe
             pp=_as_int(settings.get("pipeline_parallel_size")) or 1,
             kv_cache_dtype=str(settings.get("kv_cache_dtype") or "auto"),
             block_size=block_size,
+            full_kv=_caches_full_kv(run, config),
         )
     if per_token:
         return rank_kv_uniform(per_token, block_size)

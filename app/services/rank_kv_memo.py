@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from app.core.errors import InputError
 from app.core.kvspec import RankKV, rank_kv
+from app.core.mla_rules import full_kv_shape
 from app.core.model_config import shape_from_config
 
 
@@ -44,12 +45,14 @@ class RankKVMemo:
         self._content[id(config)] = (config, key)
         return key
 
-    def rank_kv(self, config: Mapping[str, object], tp: int, pp: int, kv_cache_dtype: str, block_size: int) -> RankKV:
+    def rank_kv(self, config: Mapping[str, object], tp: int, pp: int, kv_cache_dtype: str, block_size: int,
+                full_kv: bool = False) -> RankKV:
+        """``full_kv``: an MLA model as a vLLM that does not use MLA caches it (app.core.mla_rules)."""
         content = self._key(config)
-        key = (content, tp, pp, kv_cache_dtype, block_size)
+        key = (content, tp, pp, kv_cache_dtype, block_size, full_kv)
         value = self._values.get(key) if content is not None else None
         if value is None:
-            value = _rank_kv_or_error(config, tp, pp, kv_cache_dtype, block_size)
+            value = _rank_kv_or_error(config, tp, pp, kv_cache_dtype, block_size, full_kv)
             if content is not None:
                 self._values[key] = value
         if isinstance(value, InputError):
@@ -65,8 +68,10 @@ def _plain_json(value: object) -> object:
 
 
 def _rank_kv_or_error(config: Mapping[str, object], tp: int, pp: int, kv_cache_dtype: str,
-                      block_size: int) -> RankKV | InputError:
+                      block_size: int, full_kv: bool = False) -> RankKV | InputError:
     try:
-        return rank_kv(shape_from_config(config), tp=tp, pp=pp, kv_cache_dtype=kv_cache_dtype, block_size=block_size)
+        shape = shape_from_config(config)
+        shape = full_kv_shape(shape) if full_kv else shape
+        return rank_kv(shape, tp=tp, pp=pp, kv_cache_dtype=kv_cache_dtype, block_size=block_size)
     except InputError as exc:
         return exc

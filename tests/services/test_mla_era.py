@@ -14,7 +14,7 @@ from typing import Any
 from app.core.mla_rules import MLA_SINCE
 from app.ingest.catalogue import get_model
 from app.services import imports, plans
-from app.services.evidence import mla_era_version, parse_log_text
+from app.services.evidence import mla_era_version, parse_log_text, residuals
 
 LOG = Path(__file__).resolve().parents[1] / "data" / "vllm-logs" / "public" / (
     "30-v072-deepseek-r1-h20-141gb-ray-tp8-pp2-driver-rows-worker-budget.log"
@@ -76,3 +76,13 @@ def test_only_mla_models_and_only_ranges_across_071() -> None:
     assert mla_era_version(later, {"catalogue": "deepseek-r1"}) == (None, "")
     earlier = {**run, "version": {**run["version"], "inferred_max_exclusive": SINCE}}
     assert mla_era_version(earlier, {"catalogue": "deepseek-r1"}) == (None, "")
+
+
+def test_residuals_recompute_the_run_at_the_version_the_plan_reads_it_at() -> None:
+    config: dict[str, Any] = dict(get_model("deepseek-r1").config_dict())
+    layers, heads = config["num_hidden_layers"], config["num_key_value_heads"]  # the log states no TP/PP
+    latent = (config["kv_lora_rank"] + config["qk_rope_head_dim"]) * 2 * layers
+    full = 2 * heads * (config["qk_nope_head_dim"] + config["qk_rope_head_dim"]) * 2 * layers
+    assert residuals(_run(), config)["kv_bytes_per_token"] == latent  # read at 0.7.1
+    assert residuals({**_run(), "vllm_version": "0.7.0"}, config)["kv_bytes_per_token"] == full
+    assert residuals({**_run(), "vllm_version": "0.7.2"}, config)["kv_bytes_per_token"] == latent
