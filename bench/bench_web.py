@@ -424,6 +424,62 @@ def stack_split(samples: int = 400) -> dict[str, float]:
     return out
 
 
+def stack_floor(samples: int = 1500) -> dict[str, float]:
+    """In process, CPU time per request (median, ms) of each whole ASGI stack around a route that
+    does no work: ours with `routes._plan_page` replaced by a stub answering a ready 43 KB fragment
+    with the headers a tick sets (HX-Replace-Url, Vary), ours the same without its middleware (the
+    app's `user_middleware` emptied: no ClientContext, SecurityHeaders, GZip, BodySizeLimit), and
+    the bare app answering the same body. Ours, ours without middleware and bare alternate request
+    by request. What ours costs above bare here is all that middleware, routing, the write-policy
+    dependency and the thread hop can cost: the ceiling of any saving around the route."""
+    import warnings
+
+    warnings.simplefilter("ignore")
+    from fastapi import FastAPI
+    from fastapi.responses import HTMLResponse
+
+    from app.settings import Settings
+    from app.web.app import create_app
+    from app.web.plan import routes
+
+    body = "x" * 43_154  # the slider fragment's size (RESULTS-web.md)
+    ours = create_app(Settings(database_url="sqlite://"))
+    bare_stack = create_app(Settings(database_url="sqlite://"))
+    bare_stack.user_middleware = []  # built lazily on the first request: without our middleware
+    bare = FastAPI()
+
+    def stub(request: Any) -> HTMLResponse:
+        response = HTMLResponse(body)
+        response.headers["HX-Replace-Url"] = "/plan?model=llama-3.1-8b&tp=8&util=0.5"
+        response.headers["Vary"] = "HX-Request, KV-Explain-Open"
+        return response
+
+    @bare.get("/fragment")
+    def fragment(i: int = 0) -> HTMLResponse:
+        return HTMLResponse(body)
+
+    queries = [p.split("?", 1)[1] for p in slider_paths(samples + 300, CONCURRENT_OFFSET)]
+    total: dict[str, list[float]] = {"ours": [], "ours_no_middleware": [], "bare": []}
+
+    async def run() -> None:
+        for i, query in enumerate(queries):
+            for name, app, path, qs in (("ours", ours, "/plan", query), ("ours_no_middleware", bare_stack, "/plan",
+                                        query), ("bare", bare, "/fragment", f"i={i}")):
+                t0 = time.process_time()
+                await _asgi_get(app, path, qs)
+                total[name].append(time.process_time() - t0)
+
+    plan_page = routes._plan_page
+    routes._plan_page = stub
+    try:
+        asyncio.run(run())
+    finally:
+        routes._plan_page = plan_page
+    out = {name: statistics.median(times[300:]) * 1000 for name, times in total.items()}
+    out["n"] = len(queries) - 300
+    return out
+
+
 def _under(scope: Any, func: Callable[..., object], *args: Any, **kwargs: Any) -> object:
     with scope:
         return func(*args, **kwargs)
@@ -634,8 +690,16 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--runs", type=int, default=3, help="slider round-trip runs, each on new positions")
     parser.add_argument("--ratio-only", action="store_true", help="only the round-trip runs: print their table")
+    parser.add_argument("--stack-only", action="store_true",
+                        help="only the in-process stack measures (stack_split, stack_floor): print them")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed (default: report only)")
     args = parser.parse_args()
+    if args.stack_only:
+        print(f"load {load_average()}")
+        print("stack_split (CPU ms per request, medians):", {k: round(v, 3) for k, v in stack_split().items()})
+        print("stack_floor (CPU ms per request, medians):", {k: round(v, 3) for k, v in stack_floor().items()})
+        print(f"load {load_average()}")
+        return 0
     load_before = load_average()
     our_port, bare_port = free_port(), free_port()
     ours = start([sys.executable, "-c", f"from app.web.app import serve; serve('127.0.0.1', {our_port})"],
