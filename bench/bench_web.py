@@ -426,8 +426,8 @@ def stack_split(samples: int = 400) -> dict[str, float]:
 
 def stack_floor(samples: int = 1500) -> dict[str, float]:
     """In process, CPU time per request (median, ms) of each whole ASGI stack around a route that
-    does no work: ours with `routes._plan_page` replaced by a stub answering a ready 43 KB fragment
-    with the headers a tick sets (HX-Replace-Url, Vary), ours the same without its middleware (the
+    does no work: ours with `routes._plan_page` replaced by a stub answering one tick's fragment,
+    rendered before, with the headers a tick sets (HX-Replace-Url, Vary), ours the same without its middleware (the
     app's `user_middleware` emptied: no ClientContext, SecurityHeaders, GZip, BodySizeLimit), and
     the bare app answering the same body. Ours, ours without middleware and bare alternate request
     by request. What ours costs above bare here is all that middleware, routing, the write-policy
@@ -440,10 +440,13 @@ def stack_floor(samples: int = 1500) -> dict[str, float]:
 
     from app.settings import Settings
     from app.web.app import create_app
-    from app.web.plan import routes
+    from app.web.plan import present, routes, views
 
-    body = "x" * 43_154  # the slider fragment's size (RESULTS-web.md)
     ours = create_app(Settings(database_url="sqlite://"))
+    params = dict(item.split("=", 1) for item in slider_paths(1)[0].split("?", 1)[1].split("&"))
+    context = {**present.plan_context(views.plan_view(params, ours.state.bases, False), form=False),
+               "token_required": False, "fragment": True}
+    body = ours.state.templates.render_blocks(routes.PLAN, context, list(routes.PLAN_FRAGMENT))
     bare_stack = create_app(Settings(database_url="sqlite://"))
     bare_stack.user_middleware = []  # built lazily on the first request: without our middleware
     bare = FastAPI()
@@ -476,7 +479,7 @@ def stack_floor(samples: int = 1500) -> dict[str, float]:
     finally:
         routes._plan_page = plan_page
     out = {name: statistics.median(times[300:]) * 1000 for name, times in total.items()}
-    out["n"] = len(queries) - 300
+    out["n"], out["body_bytes"] = len(queries) - 300, len(body.encode())
     return out
 
 
