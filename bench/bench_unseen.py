@@ -45,6 +45,29 @@ UNSEEN: tuple[tuple[int, Case, tuple[str, ...]], ...] = (
     (27, Case(P + "57-v0210-qwen3-8b-rtx-a5000-tp1-util09764-cg-estimate-lmcache.log", 0, "qwen3-8b", "RTX 3090 24GB",
               "0.21.0", 1, 0.9764, 16384, total_gib=23.52, max_num_batched_tokens=8192, max_num_seqs=256,
               interconnect="pcie"), ("estimated",)),
+    # dennislee22/vLLM-benchmarking log/ (Cloudera AI, 2025-09): v0.10.1.1 (printed), `vllm serve Qwen2-7B-Instruct`
+    # with the args the log prints (max_model_len 16384, utilization, TP); 2048 batched tokens (printed); 256
+    # sequences (the capture list tops at 512 = min(2 x 256, 512)). Qwen2-7B-Instruct has Qwen2.5-7B-Instruct's
+    # memory shape (CONFIG_VARIANTS). The A100s are 80 GB by the file names and the README; TP2 runs print
+    # "Custom allreduce is disabled" (no P2P on one node, or across nodes): pcie
+    (27, Case(P + "58-v01011-qwen2-7b-a100-80gb-tp1-util025-wrapped.log", 0, "qwen2-7b-instruct", "A100 80GB",
+              "0.10.1", 1, 0.25, 16384, max_num_batched_tokens=2048), ("measured", "estimated")),
+    (27, Case(P + "59-v01011-qwen2-7b-a100-80gb-tp1-util05-wrapped.log", 0, "qwen2-7b-instruct", "A100 80GB",
+              "0.10.1", 1, 0.5, 16384, max_num_batched_tokens=2048), ("measured", "estimated")),
+    (27, Case(P + "60-v01011-qwen2-7b-2xa100-80gb-tp2-util025.log", 0, "qwen2-7b-instruct", "A100 80GB",
+              "0.10.1", 2, 0.25, 16384, max_num_batched_tokens=2048, interconnect="pcie"), ("measured", "estimated")),
+    (27, Case(P + "61-v01011-qwen2-7b-2xa100-80gb-tp2-util05-wrapped.log", 0, "qwen2-7b-instruct", "A100 80GB",
+              "0.10.1", 2, 0.5, 16384, max_num_batched_tokens=2048, interconnect="pcie"), ("measured", "estimated")),
+    # the same repository's Ray runs (one GPU per node): the importer splits the Ray-prefixed log into several runs,
+    # so the KV and weights rows are given as stated (index.json numbers, as printed). 62: A100 40GB by the file name
+    # (SXM preset 39.56 GiB; the PCIe card's 39.38 would move the budget by 0.09 GiB)
+    (27, Case(P + "62-v01011-qwen2-7b-2xa100-40gb-ray-2-nodes-tp2-util05-wrapped.log", 0, "qwen2-7b-instruct",
+              "A100 40GB", "0.10.1", 2, 0.5, 16384, max_num_batched_tokens=2048, interconnect="pcie",
+              stated=(("kv", 11.03), ("weights", 7.1217))), ("measured", "estimated")),
+    # 63: gpt-oss-120b (MXFP4 through the Marlin FP4 path: the A100 has no native FP4) at TP4 over four nodes
+    (27, Case(P + "63-v01011-gpt-oss-120b-mxfp4-4xa100-80gb-ray-4-nodes-tp4-util08-ansi.log", 0, "gpt-oss-120b",
+              "A100 80GB", "0.10.1", 4, 0.8, 16384, max_num_batched_tokens=2048, interconnect="pcie",
+              stated=(("kv", 45.32), ("weights", 17.2217))), ("measured", "estimated")),
 )  # fmt: skip
 
 

@@ -23,8 +23,10 @@ PUBLIC = LOGS / "public"
 CONFIGS = DATA / "configs"
 INDEX: dict[str, Any] = json.loads((PUBLIC / "index.json").read_text())
 ENTRIES: list[dict[str, Any]] = INDEX["entries"]
-SOURCE = re.compile(r"^https://github\.com/([\w.-]+/[\w.-]+)/(issues|pull)/\d+ \(.+\)$")
-# A thread outside vllm-project/vllm (another project's PR quoting the vLLM start-up it printed) must say so
+# a thread (issue / PR), or a file committed in a public repository, pinned to the commit that last touched it
+SOURCE = re.compile(r"^https://github\.com/([\w.-]+/[\w.-]+)/(?:(?:issues|pull)/\d+|blob/[0-9a-f]{40}/\S+) \(.+\)$")
+# A source outside vllm-project/vllm (another project's PR quoting the vLLM start-up it printed, a committed log
+# file) must say so
 OTHER_REPO_NOTE = "not a vllm-project/vllm thread"
 NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
 
@@ -108,7 +110,8 @@ def _old_lines() -> set[str]:
 
 
 def _distinctive(line: str) -> bool:
-    return len(line.strip()) >= 40 and any(c.isdigit() for c in line)
+    # a progress bar before its first step ("0/4 [00:00<?, ?it/s]") carries no timing: every 4-shard load prints it
+    return len(line.strip()) >= 40 and any(c.isdigit() for c in line) and "<?, ?it/s]" not in line
 
 
 def test_no_public_log_repeats_an_older_fixture() -> None:
@@ -140,3 +143,8 @@ def test_the_checks_catch_what_they_guard(tmp_path: Path) -> None:
     assert any("'importer'" in p for p in problems)
     noted = {**bad, "notes": "another project's PR quoting its start-up: not a vllm-project/vllm thread"}
     assert not any(p.startswith("source") for p in entry_problems(noted))
+    # a committed file must be pinned to a full commit, not a branch
+    branch = {**noted, "source": "https://github.com/o/r/blob/main/log/vllm.log (x, 2025-09-09)"}
+    assert any(p.startswith("source") for p in entry_problems(branch))
+    pinned = {**noted, "source": "https://github.com/o/r/blob/" + "a" * 40 + "/log/vllm.log (x, 2025-09-09)"}
+    assert not any(p.startswith("source") for p in entry_problems(pinned))
