@@ -26,7 +26,7 @@ from app.core.estimates import estimate_ranks
 from app.core.gpus import PRESETS, find_preset
 from app.core.plan import PlanInput, PlanResult, compute, plan_estimate_context
 from app.core.units import fmt_bytes
-from app.core.versions import card_scheduler_defaults
+from app.core.versions import card_scheduler_defaults, scheduler_seqs
 from app.core.whatif import Lever, set_engine, set_quantization, set_tp
 
 _PP_TRIED = (2, 3, 4, 6, 8, 16)
@@ -78,11 +78,11 @@ def _on_card(plan: PlanInput, total: int | None, gpu_name: str) -> PlanInput:
     the card's usual interconnect where the plan took the old card's (it sizes non-torch memory)."""
     e = plan.engine
     mnbt, seqs, _ = card_scheduler_defaults(plan.vllm_version, total or plan.gpu_total_bytes, gpu_name, e.max_model_len)
-    engine = replace(
-        e,
-        max_num_batched_tokens=mnbt if e.max_num_batched_tokens_assumed else e.max_num_batched_tokens,
-        max_num_seqs=seqs if e.max_num_seqs_assumed else e.max_num_seqs,
-    )
+    mnbt = mnbt if e.max_num_batched_tokens_assumed else e.max_num_batched_tokens
+    # A defaulted max_num_seqs is the card's, lowered to the batched tokens as vLLM does (the one rule;
+    # an InputError where vLLM would not start, which `_first_start` skips).
+    seqs = scheduler_seqs(plan.vllm_version, mnbt, None if e.max_num_seqs_assumed else e.max_num_seqs, seqs)
+    engine = replace(e, max_num_batched_tokens=mnbt, max_num_seqs=seqs)
     layout, old, new = plan.layout, find_preset(plan.gpu_name) if plan.gpu_name else None, find_preset(gpu_name)
     implicit = layout.interconnect == (old.interconnect if old is not None else "unknown")
     if new is not None and implicit:  # the card's usual interconnect, as the plan page takes it for the card

@@ -191,3 +191,33 @@ def scheduler_defaults(
     seqs = min(seqs, tokens)
     size = "≥ 70 GiB" if big else "< 70 GiB (or an A100)"
     return tokens, seqs, f"vllm serve defaults for a {size} card: {tokens} batched tokens, {seqs} sequences"
+
+
+#: From v0.10.1 a defaulted max_num_seqs is lowered to max_num_batched_tokens:
+#: `self.max_num_seqs = min(default_max_num_seqs[usage_context], self.max_num_batched_tokens or sys.maxsize)`
+#: (vllm/engine/arg_utils.py, `1cd6eaba5`, PR #21270, 2025-07-26, first in v0.10.1; today
+#: `_set_default_max_num_seqs_and_batched_tokens_args` @4dd49b06f). Before, the default stayed.
+SEQS_FOLLOW_TOKENS_SINCE: Version = (0, 10, 1)
+
+
+def scheduler_seqs(
+    version_text: str | None, max_num_batched_tokens: int, max_num_seqs: int | None, default_seqs: int,
+    field: str = "engine.max_num_batched_tokens",
+) -> int:  # fmt: skip
+    """The max_num_seqs vLLM starts with at these batched tokens: the stated one, else the version's
+    default (`scheduler_defaults`), lowered to the batched tokens from v0.10.1. vLLM will not start
+    when max_num_batched_tokens < max_num_seqs (`SchedulerConfig`, vllm/config/scheduler.py
+    @4dd49b06f: "max_num_batched_tokens (…) must be greater than or equal to max_num_seqs"; in every
+    version since `a19bc5c62`, 2023): an InputError naming `field`. The one rule of the plan's
+    defaults, the prefill-chunk what-if and a lever's other card."""
+    rules = rules_for(version_text)
+    if max_num_seqs is None and rules.version >= SEQS_FOLLOW_TOKENS_SINCE:
+        return min(default_seqs, max_num_batched_tokens)
+    seqs = default_seqs if max_num_seqs is None else max_num_seqs
+    if max_num_batched_tokens < seqs:
+        whose = (f"{seqs:,}, vLLM {rules.label}'s default, which it lowers to max_num_batched_tokens only from "
+                 "v0.10.1" if max_num_seqs is None else f"{seqs:,}")
+        raise InputError(field, f"max_num_batched_tokens ({max_num_batched_tokens:,}) is less than max_num_seqs "
+                                f"({whose}): vLLM will not start (SchedulerConfig refuses max_num_batched_tokens "
+                                "< max_num_seqs; vllm/config/scheduler.py)")
+    return seqs

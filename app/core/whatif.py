@@ -30,7 +30,7 @@ from app.core.estimates import activation_bytes, activation_slope, non_torch_byt
 from app.core.ledger import Cell, RankInput, Source, requested_bytes
 from app.core.plan import PlanInput, Warning, compute, plan_estimate_context
 from app.core.shape import online_fp8_shape
-from app.core.versions import rules_for
+from app.core.versions import card_scheduler_defaults, rules_for, scheduler_seqs
 
 
 @dataclass(frozen=True)
@@ -188,9 +188,14 @@ def _activation_delta(plan: PlanInput, tp: int, tokens: int) -> int:
 
 
 def set_max_num_batched_tokens(plan: PlanInput, tokens: int) -> WhatIf:
-    """Move the prefill chunk: the activation row moves by slope × Δtokens on every rank."""
+    """Move the prefill chunk: the activation row moves by slope × Δtokens on every rank; a
+    defaulted max_num_seqs follows it as vLLM's does, and a chunk below max_num_seqs is refused
+    (`versions.scheduler_seqs`: vLLM will not start)."""
     if tokens <= 0:
         raise InputError("engine.max_num_batched_tokens", f"must be a positive number of tokens, got {tokens}")
+    e = plan.engine
+    default_seqs = card_scheduler_defaults(plan.vllm_version, plan.gpu_total_bytes, plan.gpu_name, e.max_model_len)[1]
+    seqs = scheduler_seqs(plan.vllm_version, tokens, None if e.max_num_seqs_assumed else e.max_num_seqs, default_seqs)
     delta = _activation_delta(plan, plan.layout.tp, tokens)
     note = f"activation moved by {delta:+,} B for {tokens - plan.engine.max_num_batched_tokens:+,} batched tokens"
     room_note = f"measured KV room moved against the activation row ({note})"
@@ -201,7 +206,7 @@ def set_max_num_batched_tokens(plan: PlanInput, tokens: int) -> WhatIf:
         else _shift_room(r, -delta, room_note)
         for r in plan.ranks
     )
-    engine = replace(plan.engine, max_num_batched_tokens=tokens)
+    engine = replace(e, max_num_batched_tokens=tokens, max_num_seqs=seqs)
     return WhatIf(
         replace(plan, engine=engine, ranks=ranks),
         ("engine.max_num_batched_tokens", "ranks[*].activation", "ranks[*].kv"),
@@ -348,13 +353,12 @@ def levers(plan: PlanInput, allowed_tp: tuple[int, ...] = ()) -> tuple[Lever, ..
         trials.append(("kv_cache_dtype", f"{engine.kv_cache_dtype} → fp8", set_engine(plan, kv_cache_dtype="fp8")))
     if engine.max_num_batched_tokens > 1024:
         half = max(1024, engine.max_num_batched_tokens // 2)
-        trials.append(
-            (
-                "max_num_batched_tokens",
-                f"{engine.max_num_batched_tokens:,} → {half:,}",
-                set_max_num_batched_tokens(plan, half),
-            )
-        )
+        try:
+            chunk = set_max_num_batched_tokens(plan, half)
+        except InputError:  # below the plan's max_num_seqs: vLLM would not start (no lever)
+            pass
+        else:
+            trials.append(("max_num_batched_tokens", f"{engine.max_num_batched_tokens:,} → {half:,}", chunk))
     shape = plan.model.shape
     if shape is not None and shape.quantization is None and engine.quantization is None:
         trials.append(("quantization", f"{shape.dtype} → fp8 weights", set_quantization(plan, "fp8")))

@@ -21,6 +21,7 @@ from app.core.versions import (
     card_scheduler_defaults,
     check_block_size,
     rules_for,
+    scheduler_seqs,
     with_cudagraph_estimate,
 )
 from app.core.whatif import set_engine, set_max_num_batched_tokens, set_quantization, set_tp
@@ -212,15 +213,8 @@ def engine_settings(doc: PlanDocument, max_model_len: int | None = None) -> tupl
     )
     engine = doc.engine
     mnbt = engine.max_num_batched_tokens or default_mnbt
-    if engine.max_num_seqs is not None and engine.max_num_seqs > mnbt:
-        # SchedulerConfig.verify_max_model_len (vllm/config/scheduler.py @4dd49b06f; in every version
-        # since a19bc5c62, 2023): "max_num_batched_tokens (…) must be greater than or equal to max_num_seqs".
-        field = "engine.max_num_batched_tokens" if engine.max_num_batched_tokens else "engine.max_num_seqs"
-        raise InputError(field, f"max_num_batched_tokens ({mnbt:,}) is less than max_num_seqs "
-                                f"({engine.max_num_seqs:,}): vLLM refuses to start (it must be at least max_num_seqs)")
-    # A defaulted max_num_seqs is at most the batched tokens, given or not:
-    # EngineArgs._set_default_max_num_seqs_and_batched_tokens_args (vllm/engine/arg_utils.py @4dd49b06f).
-    seqs = engine.max_num_seqs or min(default_seqs, mnbt)
+    field = "engine.max_num_batched_tokens" if engine.max_num_batched_tokens else "engine.max_num_seqs"
+    seqs = scheduler_seqs(doc.vllm_version, mnbt, engine.max_num_seqs, default_seqs, field)
     return engine.gpu_memory_utilization or rules.default_gpu_memory_utilization, mnbt, seqs, note
 
 
@@ -316,7 +310,10 @@ def apply_whatif(whatif: WhatIfDoc | None, plan: PlanInput) -> PlanInput:
     if whatif.tp is not None:
         plan = set_tp(plan, whatif.tp).plan
     if whatif.max_num_batched_tokens is not None:
-        plan = set_max_num_batched_tokens(plan, whatif.max_num_batched_tokens).plan
+        try:
+            plan = set_max_num_batched_tokens(plan, whatif.max_num_batched_tokens).plan
+        except InputError as exc:  # the chunk the what-if moves (e.g. below max_num_seqs: versions.scheduler_seqs)
+            raise InputError("whatif.max_num_batched_tokens", exc.message) from None
     if whatif.gpu_memory_utilization is not None:
         plan = set_engine(plan, gpu_memory_utilization=whatif.gpu_memory_utilization).plan
     if whatif.quantization is not None:
