@@ -235,7 +235,7 @@ def _parse(key: str, kind: str, raw: str) -> object:
     text = raw.strip()
     try:
         if kind == "int":
-            return int(text.replace(",", "").replace("_", ""))
+            return _whole(text.replace(",", "").replace("_", ""))
         if kind == "float":
             value = float(text)
             if value != value or value in (float("inf"), float("-inf")):
@@ -254,6 +254,18 @@ def _parse(key: str, kind: str, raw: str) -> object:
     if not text:
         raise InputError(key, "must not be empty")
     return text
+
+
+def _whole(text: str) -> int:
+    """A whole number's text; an integral float's too ("2.0", "1e3"), as the plan document reads a
+    JSON 2.0 in an integer field (pydantic's lax int): a document's values reach the query as text."""
+    try:
+        return int(text)
+    except ValueError:
+        value = float(text)
+        if not value.is_integer():
+            raise
+        return int(value)
 
 
 def gpu_text(text: str, field: str = "gpu") -> str:

@@ -48,7 +48,7 @@ def shareable_url(doc: dict[str, Any], result: dict[str, Any], bases: BaseStore)
         for name in ("tp", "pp"):
             value = layout.get(name, 1) if isinstance(layout, dict) else 1
             if not (value == 1 and getattr(choice, name) == 1):
-                query[name] = str(value)
+                query[name] = plan_query.canonical_value(name, str(value))
     try:
         same = plans.run_plan(plan_query.plan_from_query(query), with_levers=False) == {**result, "levers": []}
     except InputError:
