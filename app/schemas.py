@@ -10,7 +10,7 @@ import math
 import types
 from collections.abc import Mapping
 from functools import cache
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 from pydantic import (
     AliasChoices,
@@ -71,21 +71,65 @@ def _numeric_field(model: type[BaseModel], name: str) -> bool:
     return not _admits_bool(model.model_fields[name].annotation)
 
 
+def _is_flag(annotation: object) -> bool:
+    """A field that holds only true/false (or null): `bool`, `bool | None`."""
+    if annotation is bool:
+        return True
+    if get_origin(annotation) in (Union, types.UnionType):
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        return args == [bool]
+    return False
+
+
+@cache
+def _flag_field(model: type[BaseModel], name: str) -> bool:
+    return _is_flag(model.model_fields[name].annotation)
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, list | dict):
+        return "a list" if isinstance(value, list) else "an object"
+    return repr(value[:40] if isinstance(value, str) else value)[:60]
+
+
+# The number policy of every JSON input (plan and sizing documents here; the simulation document
+# follows it in app.core.sim.io, `json_int` / `json_number`):
+# - numbers stay lax as pydantic reads them: a JSON number or a numeric string ("0.9", "4096");
+#   an integral float in an integer field is that integer (2.0 → 2; 2.5 is refused, naming it);
+# - never a boolean for a number (true is not 1), never NaN or ±infinity (as a number or a string);
+# - booleans are strict: only JSON true/false (or null where the field allows it). Pydantic's lax
+#   mode read "yes", "on", "1", 1 and 0.0 as booleans: `"enforce_eager": "no"`-style typos and
+#   numbers meant for another field planned silently; each is now refused naming the field.
 class NoBoolNumbers(BaseModel):
     """A number field refuses JSON true/false: pydantic's lax mode read `"max_model_len": true` as
     1 and `"gpu_memory_utilization": true` as 1.0 and planned with them. Any field refuses a float
-    NaN or infinity, naming it as such."""
+    NaN or infinity (or a string of one), naming it as such; a true/false field refuses anything but
+    true/false (the number policy above)."""
 
     @field_validator("*", mode="before")
     @classmethod
     def _no_bool_number(cls, value: object, info: ValidationInfo) -> object:
-        if isinstance(value, bool) and info.field_name and _numeric_field(cls, info.field_name):
+        name = info.field_name
+        if isinstance(value, bool) and name and _numeric_field(cls, name):
             raise ValueError(f"expected a number, got {str(value).lower()}")
+        if name and value is not None and not isinstance(value, bool) and _flag_field(cls, name):
+            raise ValueError(f"expected true or false, got {_shown(value)}")
         if isinstance(value, float) and not math.isfinite(value):
             # JSON's NaN / Infinity (Python's json reads them): pydantic compared NaN with the bound
             # and said "Input should be less than or equal to 1", which is not what is wrong.
             raise ValueError(f"expected a finite number, got {value}")
+        if isinstance(value, str) and name and _numeric_field(cls, name) and _non_finite_text(value):
+            raise ValueError(f"expected a finite number, got {_shown(value)}")
         return value
+
+
+def _non_finite_text(text: str) -> bool:
+    """A string float() reads as NaN or ±infinity ("nan", "inf", "1e999"): pydantic's lax float
+    took "nan" and "inf" as numbers."""
+    try:
+        return not math.isfinite(float(text))
+    except ValueError:
+        return False
 
 
 class _Strict(NoBoolNumbers):
@@ -354,10 +398,19 @@ def validate_whatif(section: object) -> WhatIfDoc | None:
     """A document's `whatif` section alone, with the errors `validate_plan` gives (`whatif.tp`)."""
     if section is None:
         return None
+    return validate_section(WhatIfDoc, section, "whatif")
+
+
+def validate_section(model: type[_S], section: object, root: str) -> _S:
+    """One section of a plan document (`LayoutDoc`, `EngineDoc`, …) alone, with the bounds and
+    errors `validate_plan` gives it (`layout.tp`): e.g. `kvledger kv-bytes`'s options."""
     try:
-        return WhatIfDoc.model_validate(section)
+        return model.model_validate(section)
     except ValidationError as exc:
-        raise _input_error(exc, ("whatif",)) from None
+        raise _input_error(exc, (root,)) from None
+
+
+_S = TypeVar("_S", bound=BaseModel)
 
 
 def _input_error(exc: ValidationError, root: tuple[str, ...] = ()) -> InputError:

@@ -126,7 +126,12 @@ def kv_bytes_report(
 
     An MLA model is sized as ``vllm_version`` caches it (None: the current release) on ``gpu``'s family,
     with ``VLLM_MLA_DISABLE=1`` when ``mla_disable`` (app.core.mla_rules). ``block_size`` None: vLLM's
-    default 16, which an MLA backend may replace."""
+    default 16, which an MLA backend may replace.
+
+    The options are held to a plan document's bounds (`LayoutDoc`, `EngineDoc`): `--max-model-len
+    1e20` printed a 3.3e25-byte request."""
+    _check_options(tp=tp, pp=pp, dcp=dcp, kv_cache_dtype=kv_cache_dtype, block_size=block_size,
+                   max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens)
     try:
         shape = shape_from_config(config)
     except InputError as exc:  # the file is the config: its fields are config.X, not model.config.X
@@ -193,3 +198,18 @@ def _mla_kv_bytes(
     if size != configured:
         notes.append(f"MLA block size {size} (not {configured}): what vLLM {label}'s MLA backend runs with on {family}")
     return shape, size
+
+
+def _check_options(**options: object) -> None:
+    """kv-bytes' options validated as the plan's `layout` and `engine` sections (an InputError
+    naming `layout.tp`, `engine.max_model_len`, … with the value given)."""
+    from app.schemas import EngineDoc, LayoutDoc, validate_section
+
+    for model, root in ((LayoutDoc, "layout"), (EngineDoc, "engine")):
+        section = {k: v for k, v in options.items() if k in model.model_fields and v is not None}
+        try:
+            validate_section(model, section, root)
+        except InputError as exc:
+            given = section.get(exc.field.removeprefix(f"{root}."))
+            message = f"{exc.message}, got {given}" if isinstance(given, int) else exc.message
+            raise InputError(exc.field, message) from None
