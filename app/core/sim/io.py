@@ -76,18 +76,54 @@ def _kind(value: object) -> str:
     )
 
 
-def _int(value: object, path: str, lo: int, hi: int) -> int:
+def _numeric_text(value: object) -> object:
+    """A numeric string read as its number ("0.9" → 0.9, " 4096 " → 4096); anything else as given.
+    The plan document's number policy (app/schemas.py): numbers lax, booleans strict."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return value
+
+
+def json_int(value: object, path: str) -> int:
+    """A whole number by the plan document's policy: a JSON integer, an integral float (2.0) or a
+    numeric string ("2"); never true/false, NaN or a fraction (InputError naming `path`)."""
+    value = _numeric_text(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise SimInputError(path, f"must be an integer, not {_kind(value)}")
+        what = f"got {value!r}" if isinstance(value, float) else f"not {_kind(value)}"
+        raise SimInputError(path, f"must be an integer, {what}")
+    return value
+
+
+def json_number(value: object, path: str) -> float:
+    """A finite number by the plan document's policy: a JSON number or a numeric string ("0.9")."""
+    value = _numeric_text(value)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SimInputError(path, f"must be a number, not {_kind(value)}")
+    out = float(value)
+    if not math.isfinite(out):
+        raise SimInputError(path, f"must be a finite number, got {value}")
+    return out
+
+
+def _int(value: object, path: str, lo: int, hi: int) -> int:
+    value = json_int(value, path)
     if not lo <= value <= hi:
         raise SimInputError(path, f"must be between {lo} and {hi}, got {value}")
     return value
 
 
 def _num(value: object, path: str, lo: float, hi: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise SimInputError(path, f"must be a number, not {_kind(value)}")
-    out = float(value)
+    out = json_number(value, path)
     if not math.isfinite(out) or not lo <= out <= hi:
         raise SimInputError(path, f"must be a finite number between {lo:g} and {hi:g}, got {value}")
     return out

@@ -50,7 +50,7 @@ BAD: list[tuple[object, str, str]] = [
     (_without("pool"), "pool", "is required"),
     (_with("pool", 5), "pool", "must be an object, not int"),
     (_without("pool.blocks"), "pool.blocks", "is required"),
-    (_with("pool.blocks", "300"), "pool.blocks", "must be an integer, not a string"),
+    (_with("pool.blocks", "300 blocks"), "pool.blocks", "must be an integer, not a string"),  # "300" reads as 300
     (_with("pool.blocks", True), "pool.blocks", "must be an integer, not a boolean"),
     (_with("pool.blocks", 1), "pool.blocks", "between 2 and"),
     (_with("pool.blocks", 20), "pool.blocks", "cannot hold the longest possible request: it needs 68"),
@@ -70,7 +70,7 @@ BAD: list[tuple[object, str, str]] = [
     (_with("workload.prompt_tokens", "lognormal"), "workload.prompt_tokens", "must be an object, not a string"),
     (_with("workload.output_tokens", []), "workload.output_tokens", "a list of lengths must hold 1 to"),
     (_with("workload.output_tokens", [8, 0]), "workload.output_tokens[1]", "between 1 and"),
-    (_with("workload.output_tokens", [8, 2.5]), "workload.output_tokens[1]", "must be an integer, not float"),
+    (_with("workload.output_tokens", [8, 2.5]), "workload.output_tokens[1]", "must be an integer, got 2.5"),
     (_with("workload.shared_fraction", 1.5), "workload.shared_fraction", "between 0 and 1"),
     (_with("workload.shared_prefix_tokens", -1), "workload.shared_prefix_tokens", "between 0 and"),
     (_with("workload.prefix_groups", 0), "workload.prefix_groups", "between 1 and"),
