@@ -369,6 +369,18 @@ def cmd_import_metrics(args: argparse.Namespace) -> int:
     return 0
 
 
+def _port(text: str) -> int:
+    """--port: a TCP port, 1 to 65535 (argparse prints the message and exits 2; 70000 reached
+    asyncio's bind and printed an OverflowError traceback)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a TCP port from 1 to 65535, got {text!r}") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a TCP port from 1 to 65535, got {value}")
+    return value
+
+
 def _workers(text: str) -> int:
     """--workers: a whole number from 1 to 64 (argparse prints the message and exits 2)."""
     try:
@@ -478,7 +490,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("serve", help="run the dashboard")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--port", type=_port, default=8000)
     p.add_argument("--workers", type=_workers, default=1,
                    help="server processes, 1-64 (jobs, caps and rate limits are shared through the database)")
     p.set_defaults(func=cmd_serve)
