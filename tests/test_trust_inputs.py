@@ -158,3 +158,15 @@ def test_serve_refuses_a_port_that_is_not_one(port: str) -> None:
     assert proc.returncode == 2, proc.stderr[-500:]
     assert "argument --port: must be a TCP port from 1 to 65535" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_an_import_refuses_a_model_name_of_a_megabyte_at_once(client: TestClient) -> None:
+    """Found by tests/web/test_body_abuse_every_route.py's 1 MB body: a log beside a 1 MB model name
+    spent the import's 30 s of processor time in the catalogue lookup (then 'stopped')."""
+    log = (Path(__file__).parent / "data" / "vllm-logs" / "29-v0190-llama31-8b-h100-tp1-mml16k.log").read_text()
+    resp = client.post("/api/v1/import/log", json={"text": log, "model": "y" * 2**20})
+    assert resp.status_code == 422, resp.text[:300]
+    assert resp.json()["error"] == {"field": "model", "message": "no catalogue model is named with more than 300 "
+                                                                 "characters (got 1,048,576)"}
+    unknown = client.post("/api/v1/import/log", json={"text": log, "model": "n" * 300})
+    assert unknown.status_code == 422 and len(unknown.text) < 1000, unknown.text[:300]  # the name is not echoed whole

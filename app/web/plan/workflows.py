@@ -111,6 +111,9 @@ def run_display(index: int, run: Mapping[str, Any]) -> dict[str, Any]:
 
 #: The largest uploaded log put back into the import page's text box (bigger ones stay in the file field).
 KEEP_IN_BOX_BYTES = 1024 * 1024
+#: The longest model name an import takes (catalogue slugs and HF ids are far shorter; a draft
+#: model's name in a plan document has the same bound, `schemas.DraftModelDoc`).
+MAX_MODEL_NAME = 300
 
 
 def import_context(
@@ -147,10 +150,13 @@ def catalogue_config(slug: str) -> dict[str, object] | None:
     """The config.json of a catalogue model, or None for no slug."""
     if not slug:
         return None
+    if len(slug) > MAX_MODEL_NAME:  # a 1 MB name beside a log spent the import's 30 s of CPU in the lookup
+        raise InputError("model", f"no catalogue model is named with more than {MAX_MODEL_NAME} characters "
+                                  f"(got {len(slug):,})")
     try:
         return get_model(slug).config_dict()
     except KeyError:
-        raise InputError("model", f"no catalogue model {slug!r}") from None
+        raise InputError("model", f"no catalogue model {slug[:120]!r}") from None
 
 
 def import_layout(tp: str, pp: str) -> dict[str, int]:
