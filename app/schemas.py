@@ -98,8 +98,8 @@ def _shown(value: object) -> str:
 #   an integral float in an integer field is that integer (2.0 → 2; 2.5 is refused, naming it);
 # - never a boolean for a number (true is not 1), never NaN or ±infinity (as a number or a string);
 # - booleans are strict: only JSON true/false (or null where the field allows it). Pydantic's lax
-#   mode read "yes", "on", "1", 1 and 0.0 as booleans: `"enforce_eager": "no"`-style typos and
-#   numbers meant for another field planned silently; each is now refused naming the field.
+#   mode read "yes", "on", "f", 1 and 0.0 as booleans, so a string or a number meant for another
+#   field planned silently; each is refused naming the field ("expected true or false, got 'yes'").
 class NoBoolNumbers(BaseModel):
     """A number field refuses JSON true/false: pydantic's lax mode read `"max_model_len": true` as
     1 and `"gpu_memory_utilization": true` as 1.0 and planned with them. Any field refuses a float

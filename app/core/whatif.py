@@ -207,9 +207,10 @@ def set_max_num_batched_tokens(plan: PlanInput, tokens: int) -> WhatIf:
         for r in plan.ranks
     )
     engine = replace(e, max_num_batched_tokens=tokens, max_num_seqs=seqs)
+    seqs_moved = ("engine.max_num_seqs",) if seqs != e.max_num_seqs else ()
     return WhatIf(
         replace(plan, engine=engine, ranks=ranks),
-        ("engine.max_num_batched_tokens", "ranks[*].activation", "ranks[*].kv"),
+        ("engine.max_num_batched_tokens", *seqs_moved, "ranks[*].activation", "ranks[*].kv"),
         ("ranks[*].activation",),
     )
 
