@@ -263,6 +263,9 @@ class EngineDoc(_Strict):
     # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1/0 (vLLM ≥ 0.18); None: the version's default (on from 0.21)
     estimate_cudagraphs: bool | None = None
     mla_disable: bool = False  # VLLM_MLA_DISABLE=1: an MLA model caches full K/V (app.core.mla_rules)
+    # V1's sampler on FlashInfer's path ("Using FlashInfer for top-p & top-k sampling."); None: not stated,
+    # sized as PyTorch's native sort (app.core.profile_run.sampler_bytes_per_logit)
+    flashinfer_sampler: bool | None = None
     lora: LoraDoc | None = None
     speculative: SpeculativeDoc | None = None
     kv_offload: KVOffloadDoc | None = None

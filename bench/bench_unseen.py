@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import statistics
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -51,13 +52,17 @@ UNSEEN: tuple[tuple[int, Case, tuple[str, ...]], ...] = (
     # memory shape (CONFIG_VARIANTS). The A100s are 80 GB by the file names and the README; TP2 runs print
     # "Custom allreduce is disabled" (no P2P on one node, or across nodes): pcie
     (27, Case(P + "58-v01011-qwen2-7b-a100-80gb-tp1-util025-wrapped.log", 0, "qwen2-7b-instruct", "A100 80GB",
-              "0.10.1", 1, 0.25, 16384, max_num_batched_tokens=2048), ("measured", "estimated")),
+              "0.10.1", 1, 0.25, 16384, max_num_batched_tokens=2048,
+              flashinfer_sampler=True), ("measured", "estimated")),
     (27, Case(P + "59-v01011-qwen2-7b-a100-80gb-tp1-util05-wrapped.log", 0, "qwen2-7b-instruct", "A100 80GB",
-              "0.10.1", 1, 0.5, 16384, max_num_batched_tokens=2048), ("measured", "estimated")),
+              "0.10.1", 1, 0.5, 16384, max_num_batched_tokens=2048,
+              flashinfer_sampler=True), ("measured", "estimated")),
     (27, Case(P + "60-v01011-qwen2-7b-2xa100-80gb-tp2-util025.log", 0, "qwen2-7b-instruct", "A100 80GB",
-              "0.10.1", 2, 0.25, 16384, max_num_batched_tokens=2048, interconnect="pcie"), ("measured", "estimated")),
+              "0.10.1", 2, 0.25, 16384, max_num_batched_tokens=2048, interconnect="pcie",
+              flashinfer_sampler=True), ("measured", "estimated")),
     (27, Case(P + "61-v01011-qwen2-7b-2xa100-80gb-tp2-util05-wrapped.log", 0, "qwen2-7b-instruct", "A100 80GB",
-              "0.10.1", 2, 0.5, 16384, max_num_batched_tokens=2048, interconnect="pcie"), ("measured", "estimated")),
+              "0.10.1", 2, 0.5, 16384, max_num_batched_tokens=2048, interconnect="pcie",
+              flashinfer_sampler=True), ("measured", "estimated")),
     # the same repository's Ray runs (one GPU per node): the importer splits the Ray-prefixed log into several runs,
     # so the KV and weights rows are given as stated (index.json numbers, as printed). 62: A100 40GB by the file name
     # (SXM preset 39.56 GiB; the PCIe card's 39.38 would move the budget by 0.09 GiB)
@@ -67,7 +72,8 @@ UNSEEN: tuple[tuple[int, Case, tuple[str, ...]], ...] = (
     # 63: gpt-oss-120b (MXFP4 through the Marlin FP4 path: the A100 has no native FP4) at TP4 over four nodes
     (27, Case(P + "63-v01011-gpt-oss-120b-mxfp4-4xa100-80gb-ray-4-nodes-tp4-util08-ansi.log", 0, "gpt-oss-120b",
               "A100 80GB", "0.10.1", 4, 0.8, 16384, max_num_batched_tokens=2048, interconnect="pcie",
-              stated=(("kv", 45.32), ("weights", 17.2217))), ("measured", "estimated")),
+              stated=(("kv", 45.32), ("weights", 17.2217)),
+              flashinfer_sampler=True), ("measured", "estimated")),
 )  # fmt: skip
 
 
@@ -96,24 +102,30 @@ def rows() -> list[dict[str, object]]:
         for mode in modes:
             kv, starts, est = predict(case, cal, mode)
             err = (kv - m.kv) / m.kv if m.kv else None
+            # As first scored (stop 27), before the sampler's path was read from the log: the native sort.
+            first = predict(replace(case, flashinfer_sampler=False), cal, mode)[0] if case.flashinfer_sampler else kv
             out.append({"stop": stop, "case": case.key, "mode": mode, "logged_kv": m.kv, "kv": kv, "err": err,
-                        "starts": starts, "rows": est})  # fmt: skip
+                        "starts": starts, "rows": est,
+                        "first_err": (first - m.kv) / m.kv if m.kv else None})  # fmt: skip
     return out
 
 
 def main() -> None:
-    print("| stop | case | weights | logged KV GiB | predicted KV GiB | error | start-up |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| stop | case | weights | logged KV GiB | predicted KV GiB | error | as first scored | start-up |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     found = rows()
     for r in found:
         logged, kv, err = r["logged_kv"], int(r["kv"]), r["err"]  # type: ignore[call-overload]
         cells = (r["stop"], r["case"], r["mode"], f"{int(logged) / GIB:.2f}" if logged else "—",  # type: ignore[call-overload]
                  f"{kv / GIB:.2f}", f"{float(err):+.1%}" if err is not None else "—",  # type: ignore[arg-type]
+                 f"{float(r['first_err']):+.1%}" if r["first_err"] is not None else "—",  # type: ignore[arg-type]
                  "starts" if r["starts"] else "predicted to fail")  # fmt: skip
         print("| " + " | ".join(str(c) for c in cells) + " |")
     errs = [abs(float(r["err"])) for r in found if r["err"] is not None]  # type: ignore[arg-type]
+    firsts = [abs(float(r["first_err"])) for r in found if r["first_err"] is not None]  # type: ignore[arg-type]
     if errs:
-        print(f"\n{len(errs)} runs: median |error| {statistics.median(errs):.1%}, worst {max(errs):.1%}")
+        print(f"\n{len(errs)} runs: median |error| {statistics.median(errs):.1%}, worst {max(errs):.1%} "
+              f"(as first scored: median {statistics.median(firsts):.1%}, worst {max(firsts):.1%})")
     print("\n| stop | case (weights only) | logged GiB | estimated GiB | error |")
     print("| --- | --- | --- | --- | --- |")
     for stop, key, logged, est in weight_rows():

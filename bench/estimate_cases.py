@@ -102,6 +102,7 @@ class Case:
     scored_rank: str | None = None  # the rank the log shows, when not the binding one (PP driver)
     stated: tuple[tuple[str, float], ...] = ()  # GiB rows from index.json where the parser reads none
     unstated: tuple[str, ...] = ()  # inputs neither the log nor its source states (see the docstring)
+    flashinfer_sampler: bool = False  # the log says "Using FlashInfer for top-p & top-k sampling."
 
     @property
     def key(self) -> str:

@@ -102,7 +102,8 @@ def _sampler_warmup(result: PlanResult, lg: RankLedger) -> Check | None:
     if shape is None or total is None or act is None or lg.requested_bytes is None or plan.engine.kv_cache_memory_bytes:
         return None
     prof = ProfileInputs(plan.layout.tp, plan.engine.max_num_batched_tokens, plan.engine.max_num_seqs,
-                         result.rules.version, last_stage=_last_stage(result, lg))  # fmt: skip
+                         result.rules.version, last_stage=_last_stage(result, lg),
+                         flashinfer_sampler=bool(plan.engine.flashinfer_sampler))  # fmt: skip
     free = inp.free_at_start or total
     graphs = 0 if result.rules.cuda_graphs_in_budget or inp.cuda_graphs is None else inp.cuda_graphs.bytes
     w = sampler_warmup(shape, prof, free.bytes - lg.requested_bytes, act.bytes, graphs)

@@ -60,6 +60,7 @@ class EstimateContext:
     max_model_len: int | None = None
     mxfp4_backend: str = "triton"  # see mxfp4_backend_for
     capability: tuple[int, int] | None = None  # the card's compute capability (FA3 on 9.x: app.core.cudagraphs)
+    flashinfer_sampler: bool = False  # V1's sampler on FlashInfer's path (app.core.profile_run.sampler_bytes_per_logit)
 
     @property
     def uses_v1(self) -> bool:
@@ -115,6 +116,7 @@ def _profile_inputs(ctx: EstimateContext, last_stage: bool) -> ProfileInputs:
         tp=ctx.tp, max_num_batched_tokens=ctx.max_num_batched_tokens, max_num_seqs=ctx.max_num_seqs,
         version=ctx.rules.version, last_stage=last_stage, expert_parallel=ctx.expert_parallel,
         vision=ctx.vision if ctx.uses_v1 else None, v1=ctx.uses_v1, max_model_len=ctx.max_model_len,
+        flashinfer_sampler=ctx.flashinfer_sampler,
     )  # fmt: skip
 
 

@@ -61,7 +61,9 @@ def env_of(result: Mapping[str, Any]) -> dict[str, str]:
     """The environment the plan's engine was sized with, in every format: LMCache's sizes (`kv_offload_env`),
     ``VLLM_MLA_DISABLE=1`` when the plan sets ``engine.mla_disable`` (vllm/envs.py, read by
     ``ModelConfig.use_mla``: full K/V, app.core.mla_rules) and ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``
-    when it sets ``engine.estimate_cudagraphs`` (vllm/envs.py, PR #30515; app.core.versions)."""
+    when it sets ``engine.estimate_cudagraphs`` (vllm/envs.py, PR #30515; app.core.versions), and
+    ``VLLM_USE_FLASHINFER_SAMPLER=1/0`` when it sets ``engine.flashinfer_sampler`` (vllm/envs.py; "1" takes
+    FlashInfer's sampler only where FlashInfer is installed, as the plan assumed: app.core.profile_run)."""
     offload = result.get("kv_offload_env")
     env = {str(k): str(v) for k, v in offload.items()} if isinstance(offload, Mapping) else {}
     engine = result.get("engine")
@@ -71,6 +73,9 @@ def env_of(result: Mapping[str, Any]) -> dict[str, str]:
         estimate = engine.get("estimate_cudagraphs")
         if isinstance(estimate, bool):
             env["VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"] = "1" if estimate else "0"
+        sampler = engine.get("flashinfer_sampler")
+        if isinstance(sampler, bool):
+            env["VLLM_USE_FLASHINFER_SAMPLER"] = "1" if sampler else "0"
     return env
 
 

@@ -88,6 +88,9 @@ class Engine:
     # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (vLLM ≥ 0.18); None: the version's default (on from 0.21)
     estimate_cudagraphs: bool | None = None
     mla_disable: bool = False  # VLLM_MLA_DISABLE=1: an MLA model caches full K/V (app.core.mla_rules)
+    # V1's top-k/top-p sampler on FlashInfer's path (VLLM_USE_FLASHINFER_SAMPLER with FlashInfer installed);
+    # None: not stated, sized as PyTorch's native path (app.core.profile_run.sampler_bytes_per_logit)
+    flashinfer_sampler: bool | None = None
     lora: LoraSpec | None = None  # --enable-lora with its slots (app.core.lora)
     lora_in_run: LoraSpec | None = None  # the LoRA measured rows were taken under (app.core.extra_rows)
     speculative: SpecSpec | None = None  # --speculative-config (app.core.speculative)
@@ -204,6 +207,7 @@ def estimate_context(
         max_model_len=engine.max_model_len,
         mxfp4_backend=mxfp4_backend_for(compute_capability(gpu_name)),
         capability=compute_capability(gpu_name),
+        flashinfer_sampler=bool(engine.flashinfer_sampler),
     )
 
 

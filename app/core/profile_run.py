@@ -144,7 +144,7 @@ def sort_bytes_per_element(rows: int) -> int:
     return 28 if rows > 1 else 12
 
 
-def sampler_bytes_per_logit(version: Version, v1: bool = True, rows: int = 256) -> int:
+def sampler_bytes_per_logit(version: Version, v1: bool = True, rows: int = 256, flashinfer: bool = False) -> int:
     """Bytes live per (request, vocabulary entry) at the dummy sampler's peak.
 
     - V0 (`_apply_top_k_top_p`, vllm/model_executor/layers/sampler.py): before e42c634ac
@@ -158,25 +158,40 @@ def sampler_bytes_per_logit(version: Version, v1: bool = True, rows: int = 256) 
       temporaries (`sort_bytes_per_element`): 38 at 128+ rows; the later masks, probs_sort and
       scatter (28) come after the temporaries are freed. Measured: files 14 (256 rows) and public/28
       (1,024 rows), Qwen3 vocabulary, log 38.6 and 38.8 B per logit of torch peak increase.
-      With FlashInfer's sampler (`forward_cuda`, used when FlashInfer is installed and
-      VLLM_USE_FLASHINFER_SAMPLER is unset) there is no sort: the estimate is then conservative.
+      With FlashInfer's sampler see `flashinfer` below.
     - From c656ba3b4 (2026-02-17, PR #33538, taken as v0.17): batches of 8 or more rows use the
       in-place Triton top-k/top-p kernel; the peak is then `random_sample`'s probs (4) and
       exponential noise q (4) beside the fp32 (4) and model-dtype (2) logits: 14.
+    - `flashinfer`: the V1 sampler takes FlashInfer's path (`TopKTopPSampler.forward_cuda`, which the
+      log states as "Using FlashInfer for top-p & top-k sampling."; the native path's lines say
+      "Falling back to the PyTorch-native implementation"). `flashinfer_sample` calls
+      `top_k_top_p_sampling_from_logits` (vllm/v1/sample/ops/topk_topp_sampler.py @e66d787bc^ and
+      @4dd49b06f), which masks the top-k into a new fp32 tensor and softmaxes it (FlashInfer's
+      sampling.py, "top_k_first"): model-dtype logits (2), fp32 logits (4), masked logits (4), probs
+      (4) = 14, no sort. The dummy run sets top-k and top-p and no generators, so `forward_cuda` never
+      falls back to the native path there. V0's sampler is not TopKTopPSampler: no effect.
     """
     if version < (0, 6, 2):
         return 40
+    if v1 and flashinfer:
+        return FLASHINFER_SAMPLER_BYTES
     if not v1 or version < (0, 17, 0) or rows < 8:
         return 2 + 4 + 4 + 8 + sort_bytes_per_element(rows)
     return 14
 
 
-def sampler_step_bytes(shape: ModelShape, rows: int, version: Version, last_stage: bool, v1: bool = True) -> int:
+#: Bytes per logit at FlashInfer's sampler peak (sampler_bytes_per_logit).
+FLASHINFER_SAMPLER_BYTES = 2 + 4 + 4 + 4
+
+
+def sampler_step_bytes(
+    shape: ModelShape, rows: int, version: Version, last_stage: bool, v1: bool = True, flashinfer: bool = False
+) -> int:
     """The dummy sampler's peak: `rows` logits rows over the padded vocabulary (all-gathered to the
     whole vocabulary on every TP rank by `LogitsProcessor._gather_logits`), last PP stage only."""
     if not last_stage or not shape.vocab_size:
         return 0
-    return rows * padded_vocab(shape.vocab_size) * sampler_bytes_per_logit(version, v1, rows)
+    return rows * padded_vocab(shape.vocab_size) * sampler_bytes_per_logit(version, v1, rows, flashinfer)
 
 
 @dataclass(frozen=True)
@@ -192,6 +207,7 @@ class ProfileInputs:
     vision: VisionGeometry | None = None
     v1: bool = True
     max_model_len: int | None = None  # the Qwen3-VL dummy video's frames depend on it
+    flashinfer_sampler: bool = False  # the V1 sampler takes FlashInfer's path (sampler_bytes_per_logit)
 
 
 def activation_terms(shape: ModelShape, inp: ProfileInputs) -> ActivationTerms:
@@ -202,7 +218,7 @@ def activation_terms(shape: ModelShape, inp: ProfileInputs) -> ActivationTerms:
     rows = min(inp.max_num_seqs, tokens)
     b = _DTYPE_BYTES.get(shape.dtype, 2)
     hidden_out = tokens * shape.hidden_size * b  # the forward's output hidden states (the residual is freed)
-    sampler = sampler_step_bytes(shape, rows, inp.version, inp.last_stage, inp.v1)
+    sampler = sampler_step_bytes(shape, rows, inp.version, inp.last_stage, inp.v1, inp.flashinfer_sampler)
     notes: list[str] = []
     encoder = cache = 0
     if inp.vision is not None:
@@ -260,11 +276,11 @@ class Warmup:
         return "at_risk" if self.margin < RETAINED_AFTER_PROFILE[1] else "fits"
 
 
-def warmup_need(shape: ModelShape, rows: int, version: Version) -> int:
+def warmup_need(shape: ModelShape, rows: int, version: Version, flashinfer: bool = False) -> int:
     """The warm-up's peak: the sampler over `rows` logits rows (as in the profile run) beside the dummy
     run's last hidden states and their `torch.rand_like` copy."""
     b = _DTYPE_BYTES.get(shape.dtype, 2)
-    return sampler_step_bytes(shape, rows, version, True) + 2 * rows * shape.hidden_size * b
+    return sampler_step_bytes(shape, rows, version, True, True, flashinfer) + 2 * rows * shape.hidden_size * b
 
 
 def sampler_warmup(
@@ -275,4 +291,5 @@ def sampler_warmup(
     if not inp.v1 or inp.version < WARMUP_FROM or not inp.last_stage or not shape.vocab_size:
         return None
     rows = min(inp.max_num_seqs, inp.max_num_batched_tokens)
-    return Warmup(warmup_need(shape, rows, inp.version), cushion + activation - graphs_outside, rows)
+    need = warmup_need(shape, rows, inp.version, inp.flashinfer_sampler)
+    return Warmup(need, cushion + activation - graphs_outside, rows)

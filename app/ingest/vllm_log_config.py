@@ -255,6 +255,32 @@ def simple_settings(seg: str) -> list[Fact]:
     return out
 
 
+# ---------------------------------------------------------------- the V1 sampler's path
+# `TopKTopPSampler.__init__` (vllm/v1/sample/ops/topk_topp_sampler.py) logs which top-k/top-p path the
+# sampler takes, which decides the profile run's sampler peak (app.core.profile_run): FlashInfer's
+# ("Using FlashInfer for top-p & top-k sampling.", @e66d787bc^ and @4dd49b06f) or PyTorch's native sort
+# ("FlashInfer is not available. / FlashInfer is available, but it is not enabled. Falling back to the
+# PyTorch-native implementation of top-p & top-k sampling." and "FlashInfer version >= 0.2.3 required.
+# Falling back to default sampling implementation." @e66d787bc^; "FlashInfer top-p/top-k sampling not
+# supported on compute capability …; falling back to PyTorch-native sampler." and "… disabled via
+# VLLM_USE_FLASHINFER_SAMPLER=0; using PyTorch-native sampler." @4dd49b06f).
+SAMPLER_NEEDLES = ("top-p & top-k sampling", "top-p/top-k sampling", "Falling back to default sampling")
+_FLASHINFER_ON = "Using FlashInfer for top-p & top-k sampling"
+_NATIVE = re.compile(
+    r"PyTorch-native (?:implementation of top-p & top-k sampling|sampler)|"
+    r"FlashInfer version >= [\d.]+ required\. Falling back to default sampling implementation"
+)
+
+
+def sampler_path(seg: str) -> list[Fact]:
+    """engine.flashinfer_sampler as the log states it (see SAMPLER_NEEDLES)."""
+    i = seg.find(_FLASHINFER_ON)
+    if i >= 0:
+        return [Fact("settings", "flashinfer_sampler", True, _FLASHINFER_ON, 0, i)]
+    m = _NATIVE.search(seg)
+    return [Fact("settings", "flashinfer_sampler", False, m[0], 0, m.start())] if m else []
+
+
 # ---------------------------------------------------------------- start-up errors
 _V0_MSL = re.compile(
     r"max seq len \(" + INT + r"\) is larger than the maximum number of tokens that can be stored in "

@@ -54,6 +54,7 @@ SETTINGS_FIELDS: tuple[str, ...] = (
     "max_num_seqs",
     "enable_prefix_caching",
     "dtype",
+    "flashinfer_sampler",
 )
 
 

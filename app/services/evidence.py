@@ -143,8 +143,9 @@ def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) 
     dtype = settings.get("kv_cache_dtype")
     if isinstance(dtype, str) and "kv_cache_dtype" not in doc.engine.model_fields_set:
         engine["kv_cache_dtype"] = dtype
-    if settings.get("enforce_eager") is not None and "enforce_eager" not in doc.engine.model_fields_set:
-        engine["enforce_eager"] = bool(settings["enforce_eager"])
+    for key in ("enforce_eager", "flashinfer_sampler"):  # the sampler's path sizes the estimated activation
+        if settings.get(key) is not None and key not in doc.engine.model_fields_set:
+            engine[key] = bool(settings[key])
     data["engine"] = engine
     if doc.model is None:
         data["model"] = _model_for_run(run, settings)

@@ -110,6 +110,7 @@ def _engine(doc: PlanDocument, model: ModelInput, version: str) -> Engine:
         cudagraph_mode=engine_doc.cudagraph_mode,
         estimate_cudagraphs=_estimate_cudagraphs(engine_doc.estimate_cudagraphs, version),
         mla_disable=engine_doc.mla_disable,
+        flashinfer_sampler=engine_doc.flashinfer_sampler,
         lora=_lora(doc, model, version),
         lora_in_run=_lora(doc, model, version) if doc.ranks else None,
         speculative=speculative_spec(engine_doc.speculative, model.shape),
