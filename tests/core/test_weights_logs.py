@@ -111,6 +111,16 @@ CATALOGUE_CASES = [
     ("public/52-v050post1-deepseek-v2-lite-tp1-weights-no-mla.log", "deepseek-v2-lite", 1, "triton", (0, 5, 0)),
     # stop 25, unseen before: Qwen3-0.6B on V0 v0.9.1 (generative-computing/mellea PR #416), 1.12 GiB logged
     ("public/56-v091-qwen3-0.6b-h100-80gb-class-tp1-v0-util08-mellea.log", "qwen3-0.6b", 1, "triton", (0, 9, 1)),
+    # public/58-63 (dennislee22/vLLM-benchmarking, v0.10.1.1 on A100s): Qwen2-7B-Instruct, whose memory shape is
+    # Qwen2.5-7B-Instruct's (the Qwen2Config it prints), and gpt-oss-120b on Marlin's FP4 path (no FP4 on an A100)
+    ("public/58-v01011-qwen2-7b-a100-80gb-tp1-util025-wrapped.log", "qwen2.5-7b-instruct", 1, "marlin", (0, 10, 1)),
+    ("public/59-v01011-qwen2-7b-a100-80gb-tp1-util05-wrapped.log", "qwen2.5-7b-instruct", 1, "marlin", (0, 10, 1)),
+    ("public/60-v01011-qwen2-7b-2xa100-80gb-tp2-util025.log", "qwen2.5-7b-instruct", 2, "marlin", (0, 10, 1)),
+    ("public/61-v01011-qwen2-7b-2xa100-80gb-tp2-util05-wrapped.log", "qwen2.5-7b-instruct", 2, "marlin", (0, 10, 1)),
+    ("public/62-v01011-qwen2-7b-2xa100-40gb-ray-2-nodes-tp2-util05-wrapped.log", "qwen2.5-7b-instruct", 2, "marlin",
+     (0, 10, 1)),
+    ("public/63-v01011-gpt-oss-120b-mxfp4-4xa100-80gb-ray-4-nodes-tp4-util08-ansi.log", "gpt-oss-120b", 4, "marlin",
+     (0, 10, 1)),
 ]  # fmt: skip
 # Compared by the tests below this table instead of CASES
 OTHER_TESTS = {
