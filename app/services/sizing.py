@@ -57,11 +57,14 @@ class Sizing:
     _built: dict[tuple[object, ...], PlanInput] = field(default_factory=dict)
 
     def plan_document(self, config: EngineConfig, dp: int = 1) -> JSON:
-        """The plan document of one candidate (what `kvledger plan` reproduces it from)."""
+        """The plan document of one candidate (what `kvledger plan` reproduces it from): one of
+        the `engines_per_gpu` `vllm serve` processes that share the candidate's GPUs, whose
+        data-parallel size is `dp // engines_per_gpu` (`vllm_dp`)."""
         d, e = self.doc, self.doc.engine
         gpu: JSON = {"name": config.gpu}
         if config.free_at_start_bytes is not None:
             gpu["free_at_start"] = config.free_at_start_bytes
+        dp = vllm_dp(config, dp)
         layout: JSON = {"tp": config.tp, "pp": config.pp, **({"dp": dp} if dp > 1 else {})}
         engine: JSON = {"gpu_memory_utilization": config.gpu_memory_utilization,
                         "kv_cache_dtype": config.kv_cache_dtype, "max_model_len": self.target.max_model_len}
@@ -101,6 +104,17 @@ class Sizing:
             return compute(plan)
         except InputError as exc:
             raise exc.under("engine") if exc.field in ("kv_cache_dtype", "block_size") else exc from None
+
+
+def vllm_dp(config: EngineConfig, replicas: int) -> int:
+    """The `--data-parallel-size` of one process of a candidate with `replicas` engines.
+
+    vLLM gives data-parallel rank k the devices [k × world_size, (k + 1) × world_size)
+    (`get_device_indices`, vllm/v1/engine/utils.py @4dd49b06f): DP ranks never share a GPU. N
+    engines per GPU are therefore N separate `vllm serve` processes on the same GPUs, each a DP
+    group over the distinct GPU sets (replicas ÷ N of them) — and a MoE model's experts are split
+    over that group's tp × dp only, never over the engines that share a card."""
+    return max(1, replicas // config.engines_per_gpu)
 
 
 def _one_per_stage(plan: PlanInput) -> tuple[tuple[RankInput, ...], tuple[int, ...] | None]:
@@ -207,6 +221,8 @@ def candidate_json(sizing: Sizing, cand: Candidate, miss: str | None) -> JSON:
         "max_concurrency_at_max_model_len": o.max_concurrency_at_max_model_len,
         "concurrency_ceiling": cand.concurrency_ceiling, "concurrency": cand.concurrency,
         "max_num_seqs": o.max_num_seqs, "starts": o.starts, "fits_max_model_len": o.fits_max_model_len,
+        # `flags` are one process's; `processes` of them run on the same GPUs (each its own --port)
+        "processes": c.engines_per_gpu, "data_parallel_size": vllm_dp(c, cand.dp),
         "headroom": round(headroom(cand, sizing.target), 4) if miss is None else None,
         "meets_target": miss is None, "missing": miss, "label": c.label, "compromises": compromises(c),
         "flags": flags(full), "plan": doc, "url": plan_url(doc),

@@ -48,3 +48,18 @@ def test_bad_input_exits_2_naming_the_field(tmp_path: Path, capsys: pytest.Captu
     assert err.startswith("kvledger: error: gpus[0]: unknown GPU 'H100 90GB'") and "nearest" in err
     assert main(["size", _write(tmp_path, [1])]) == 2
     assert "a sizing document must be a JSON object" in capsys.readouterr().err
+
+
+def test_shared_card_rows_say_how_many_processes_run_the_flags(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Four Llama-3.2-1B engines on one H200 are four `vllm serve` processes with the same flags
+    (vLLM's DP ranks never share a GPU), not one process with --data-parallel-size 4."""
+    doc = {"model": {"catalogue": "llama-3.2-1b"}, "target": {"max_model_len": 8192, "concurrency": 16},
+           "gpus": ["H200 141GB"], "max_gpus": 1,
+           "options": {"engines_per_gpu": [4], "kv_cache_dtype": ["auto"], "quantization": [None]}}  # fmt: skip
+    assert main(["size", _write(tmp_path, doc)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("  1 ") and "4 engines/GPU" in line)
+    assert lines[at + 1].strip() == "run 4 such vllm serve processes on the same GPUs, each its own --port:"
+    assert "--gpu-memory-utilization 0.23" in lines[at + 2] and "--data-parallel-size" not in lines[at + 2]

@@ -30,7 +30,10 @@ def assert_reproduced(option: JSON) -> None:
     plan = replan(option)
     dp = option["dp"]
     assert plan["layout"]["tp"] == option["tp"] and plan["layout"]["pp"] == option["pp"]
-    assert plan["layout"]["dp"] == dp
+    # N engines per GPU are N processes, each a DP group over the distinct GPU sets (vLLM's DP
+    # ranks never share a device: get_device_indices, vllm/v1/engine/utils.py @4dd49b06f)
+    assert plan["layout"]["dp"] == dp // option["engines_per_gpu"] == option["data_parallel_size"]
+    assert plan["layout"]["tp"] * plan["layout"]["pp"] * plan["layout"]["dp"] == option["gpus"]
     assert plan["tokens"] == option["tokens"]
     assert plan["schedulable_tokens"] == option["schedulable_tokens"]
     assert plan["max_concurrency_at_max_model_len"] == option["max_concurrency_at_max_model_len"]
@@ -217,6 +220,7 @@ def test_small_model_shares_cards() -> None:
                     "kv_cache_dtype": ["auto"], "quantization": [None]}})  # fmt: skip
     option = out["options"][0]
     assert (option["engines_per_gpu"], option["dp"], option["gpus"]) == (4, 4, 1)
+    assert option["processes"] == 4 and "--data-parallel-size" not in " ".join(option["flags"])
     assert option["plan"]["gpu"]["free_at_start"] < 140 * 2**30
     assert_reproduced(option)
     assert "4 engines share each GPU" in option["compromises"]

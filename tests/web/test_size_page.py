@@ -118,3 +118,28 @@ def test_every_rows_link_opens_its_own_layout(client: TestClient) -> None:
         plan = client.get(row["url"].replace("/plan?", "/plan.json?")).json()
         assert (plan["layout"]["tp"], plan["layout"]["pp"]) == (row["tp"], row["pp"]), row["url"]
         assert plan["tokens"] == row["tokens"], row["url"]
+
+
+def test_engines_sharing_a_card_link_to_one_process_and_its_export(client: TestClient) -> None:
+    """Qwen3-30B-A3B, 64 × 8k on one H200: "TP1 2 engines/GPU × 2" was planned as vLLM DP 2 — its
+    experts split over two ranks (335,440 tokens per engine) and `--data-parallel-size 2`, which
+    vLLM places on two GPUs (get_device_indices, vllm/v1/engine/utils.py @4dd49b06f), while the row
+    said 1 GPU and KServe asked for 2. Two engines on one card are two processes, each holding
+    every expert: each row's link and export are one such process, on the row's own GPU count."""
+    query = ("model=qwen3-30b-a3b&max_model_len=32768&concurrency=64&live=8000&gpus=H200%20141GB"
+             "&max_gpus=1&engines=1,2,4&kv_dtype=auto&quant=none,fp8&util=0.92&pp=1")  # fmt: skip
+    out = client.get(f"/size.json?{query}").json()
+    shared = [row for row in out["options"] + out["near_misses"] if row["engines_per_gpu"] > 1]
+    assert shared
+    for row in shared:
+        plan = client.get(row["url"].replace("/plan?", "/plan.json?")).json()
+        assert plan["layout"]["tp"] * plan["layout"]["pp"] * plan["layout"]["dp"] == row["gpus"] == 1, row["url"]
+        assert plan["dp_layout"]["moe_tp_size"] == 1  # every expert on the card, in each process
+        assert plan["tokens"] == row["tokens"] and plan["flags"] == row["flags"], row["url"]
+        assert "--data-parallel-size" not in " ".join(row["flags"]) and row["processes"] == row["engines_per_gpu"]
+        kserve = client.post("/api/v1/export?format=kserve", json=row["plan"])
+        assert kserve.status_code == 200 and "nvidia.com/gpu: 1\n" in kserve.text
+    # two bf16 processes hold about a ninth of what vLLM DP 2 claimed: no longer a 1-GPU answer
+    assert not any(r["engines_per_gpu"] == 2 and r["quantization"] is None for r in out["options"])
+    page = client.get(f"/size?{query}").text
+    assert "2 vllm serve processes on the same GPUs" in page
