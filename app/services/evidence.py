@@ -177,6 +177,7 @@ def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) 
     data["layout"] = layout
     workers = layout.get("tp", 1) * layout.get("pp", 1)
     _logged_engine_layers(doc, run, engine, workers, notes)
+    notes.extend(fit_logged_blocks(ranks, run, data.get("model"), layout, engine))
     if len(ranks) < len(run.get("ranks") or []) or len(ranks) % workers:
         data["ranks_partial"] = True  # the workers the log prints, not every worker of the layout
     if from_blocks is None and not any(
@@ -199,6 +200,84 @@ def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) 
     from app.schemas import PlanDocument
 
     return PlanDocument.model_validate(data)
+
+
+def _logged_blocks(run: Mapping[str, Any], rkv: RankKV, lo: int, hi: int, max_model_len: int | None) -> int | None:
+    """The block count the engine logged, when one count in [lo, hi] states it: `num_gpu_blocks`,
+    else the "GPU KV cache size" tokens — blocks × block_size, or (vLLM's `_report_kv_cache_config`,
+    vllm/v1/core/kv_cache_utils.py @4dd49b06f) int(max_concurrency × max_model_len) with
+    max_concurrency = blocks / cdiv(max_model_len, block_size) for one full-attention group."""
+    engine: Mapping[str, Any] = run.get("engine") or {}
+    blocks = _as_int(engine.get("num_gpu_blocks"))
+    if blocks is not None:
+        return blocks if lo <= blocks <= hi else None
+    tokens = _as_int(engine.get("kv_tokens"))
+    if tokens is None or tokens <= 0:
+        return None
+    per_request = -(-max_model_len // rkv.block_size) if max_model_len else 0
+    found = {b for b in range(lo, hi + 1) if b * rkv.block_size == tokens
+             or (per_request and int(b / per_request * (max_model_len or 0)) == tokens)}  # fmt: skip
+    return found.pop() if len(found) == 1 else None
+
+
+def fit_logged_blocks(ranks: list[JSON], run: Mapping[str, Any], model: object, layout: Mapping[str, Any],
+                      engine: Mapping[str, Any]) -> list[str]:
+    """Refine the ranks' KV room, within its printed precision, to the block count the engine logged.
+
+    "Available KV cache memory: 54.09 GiB" is rounded to 10 MiB, i.e. ±6 blocks of Llama-70B at
+    TP4: the plan recomputed 44,310 blocks (708,960 tokens) from the printed figure where the
+    same log states 708,992 tokens (44,312 blocks; public 32). vLLM gives every worker the
+    minimum block count (`get_kv_cache_configs`, vllm/v1/core/kv_cache_utils.py @4dd49b06f), so the
+    logged count is the measurement: each rank's KV room moves to the nearest bytes inside its
+    printed interval that hold it. Only one full-attention KV group (where the count maps to bytes
+    one to one) and only within the printed precision: anything else is left as printed, and the
+    residuals say how far apart they are. Returns the plan's notes."""
+    from app.services.imported_runs import model_config_of
+
+    config = model_config_of(model if isinstance(model, Mapping) else None)
+    entries = [e for e in ranks if isinstance(e.get("kv_room"), int) and e["kv_room"] > 0]
+    recs = {str(r.get("rank") or f"pid={r.get('pid')}")[:64]: r for r in run.get("ranks") or []
+            if isinstance(r, Mapping)}  # fmt: skip
+    if config is None or not entries:
+        return []
+    block_size = _as_int(engine.get("block_size")) or 16
+    try:
+        rkv = RankKVMemo().rank_kv(config, tp=int(layout.get("tp", 1)), pp=int(layout.get("pp", 1)),
+                                   kv_cache_dtype=str(engine.get("kv_cache_dtype") or "auto"), block_size=block_size)
+    except (InputError, TypeError, ValueError):
+        return []
+    if rkv.n_groups != 1 or rkv.dcp != 1 or rkv.page_bytes_per_layer <= 0:
+        return []
+    unit = rkv.page_bytes_per_layer * rkv.group_size  # bytes of one block on this rank
+    spans = []
+    for e in entries:
+        tol = _as_int(((recs.get(e["label"]) or {}).get("tolerance") or {}).get("kv_bytes")) or 0
+        spans.append((e, e["kv_room"] - tol, e["kv_room"] + tol))
+    computed = min(rkv.blocks_for(e["kv_room"]) for e in entries)
+    lo = min(rkv.blocks_for(max(0, low)) for _, low, _ in spans)
+    hi = min(rkv.blocks_for(high) for _, _, high in spans)
+    mml = _as_int((run.get("engine") or {}).get("max_concurrency_tokens")) or _as_int(engine.get("max_model_len"))
+    logged = _logged_blocks(run, rkv, lo, hi, mml)
+    if logged is None or logged == computed:
+        return []
+    moved = []
+    low_kv = min(e["kv_room"] for e in entries)
+    for e, low, high in spans:
+        kv = e["kv_room"]
+        if rkv.blocks_for(kv) < logged:
+            new = max(low, logged * unit)  # the fewest bytes that hold the logged blocks
+        elif rkv.blocks_for(kv) > logged and kv == low_kv:
+            new = min(high, (logged + 1) * unit - 1)  # the rank that bound: the most bytes at that count
+        else:
+            continue
+        if not low <= new <= high or rkv.blocks_for(new) < logged:
+            return []  # outside the printed precision: leave the rows as printed (the residuals show it)
+        e["kv_room"] = new
+        moved.append(e["label"])
+    if not moved:
+        return []
+    return [f"KV memory of {', '.join(moved)} refined within its printed precision to the {logged:,} blocks the "
+            f"engine logged (recomputed from the printed figure: {computed:,})"]
 
 
 def _logged_engine_layers(doc: PlanDocument, run: Mapping[str, Any], engine: JSON, workers: int,
