@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import html
 import json
+import re
 import shutil
 import threading
 import time
@@ -147,6 +149,25 @@ def test_plan_query_simulates_the_binding_rank_pool(client: TestClient, renders:
     twin = client.get("/sim.json", params=query).json()
     assert twin["pool"] == {"blocks": plan["blocks"], "block_size": plan["block_size"]}
     assert twin["document"]["plan"] == plan_query.plan_from_query(query)
+
+
+def test_the_plan_pages_simulate_link_simulates_the_layout_it_opened_at(client: TestClient) -> None:
+    """/plan?gpu=L4 24GB&live=4000&max_model_len=8192 opens Llama-3.1-8B at TP2 (its note: the
+    smallest layout that starts) with 11,754 blocks; its "Simulate" link carries no TP, and the
+    simulator planned the bare document at TP1: a 2,037-block pool, another plan's cliff."""
+    query = {"gpu": "L4 24GB", "live": "4000", "max_model_len": "8192"}
+    page = client.get("/plan", params=query)
+    assert page.status_code == 200
+    shown = client.get("/plan.json", params=query).json()
+    assert shown["layout"]["tp"] > 1 and any(n.startswith("opened at TP") for n in shown["notes"])
+    links = re.findall(r'href="(/sim\?[^"]+)"', page.text)
+    assert links
+    sim = client.get(html.unescape(links[0]).replace("/sim?", "/sim.json?", 1)).json()
+    assert sim["pool"] == {"blocks": shown["blocks"], "block_size": shown["block_size"]}
+    assert sim["document"]["plan"]["layout"]["tp"] == shown["layout"]["tp"]
+    run = client.post("/api/v1/simulate", json={**sim["document"], "ramp": [1, 2],
+                                                "workload": {**sim["document"]["workload"], "requests_per_level": 50}})
+    assert run.status_code == 200 and run.json()["input"]["pool"]["blocks"] == shown["blocks"]
 
 
 def test_form_values_come_from_the_query(client: TestClient, renders: list[RenderEvent]) -> None:
