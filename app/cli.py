@@ -333,10 +333,44 @@ def cmd_padding(args: argparse.Namespace) -> int:
     return 0
 
 
+def _non_negative_int(text: str) -> int:
+    """An argparse type: a whole number ≥ 0 (an error names the value, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {value}")
+    return value
+
+
+#: `kvledger simulate`'s default cap on requests_per_level × len(ramp): the run takes both ramps (with and
+#: without the shared prefix) at about 1-4k requests a second on one core, so 200,000 is a minute or two;
+#: `--max-work` raises it (0: no cap). The web's POST /api/v1/simulate answers at most 20,000 in the request.
+CLI_MAX_WORK = 200_000
+
+
+def _progress_on_stderr(fraction: float) -> None:
+    sys.stderr.write(f"\rsimulating: {fraction:.0%} of the levels")
+    sys.stderr.flush()
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     from app.services.simulation import run_simulation
 
-    emit(run_simulation(read_json(args.file, "simulation document"), max_work=None))
+    cap = None if args.max_work == 0 else args.max_work
+    progress = _progress_on_stderr if sys.stderr.isatty() else None
+    try:
+        out = run_simulation(read_json(args.file, "simulation document"), max_work=cap, progress=progress)
+    except InputError as exc:
+        if cap is not None and "exceeds the limit" in exc.message:
+            raise InputError(exc.field, f"{exc.message} (kvledger simulate's --max-work; 0 for no limit: "
+                                        "about 1-4k requests a second)") from None
+        raise
+    finally:
+        if progress is not None:
+            sys.stderr.write("\n")
+    emit(out)
     return 0
 
 
@@ -474,6 +508,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("simulate", help="ramp concurrency against the paged pool (JSON file or -)")
     p.add_argument("file")
+    p.add_argument("--max-work", type=_non_negative_int, default=CLI_MAX_WORK, metavar="N",
+                   help="the most requests_per_level x len(ramp) to run (default %(default)s; 0: no limit)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_simulate)
 
