@@ -20,7 +20,7 @@ def size_table(out: dict[str, Any]) -> str:
         layout = f"{o['label']} × {o['dp']}"
         lines.append(f"{i:>3} {o['gpus']:>4}  {layout:<40} {o['kv_cache_dtype']:<6} {o['quantization'] or '-':<8} "
                      f"{o['gpu_memory_utilization']:>5g} {o['tokens']:>13,} {o['concurrency']:>11,} "
-                     f"{o['headroom']:>+8.0%}")  # fmt: skip
+                     f"{o['headroom_text']:>8}")  # fmt: skip
         if o["processes"] > 1:  # vLLM's DP ranks never share a GPU: one process per engine on a card
             lines.append(f"      run {o['processes']} such vllm serve processes on the same GPUs, each its own --port:")
         lines.append(f"      {' '.join(o['flags'])}")

@@ -81,6 +81,16 @@ def headroom(candidate: Candidate, target: Target) -> float:
     return min(ratios) - 1.0
 
 
+def headroom_text(value: float | None) -> str:
+    """A headroom for people: "+25 %" up to 10x the target, then the multiple of the target ("4,096x"):
+    "+409500 %" for a 1-request target said nothing readable."""
+    if value is None:
+        return "-"
+    if value + 1.0 >= 10.0:
+        return f"{value + 1.0:,.0f}x"
+    return f"{value:+.0%}".replace("%", " %")
+
+
 def rank_key(candidate: Candidate, target: Target) -> tuple[object, ...]:
     c = candidate.config
     quantized, low_kv = c.compromises

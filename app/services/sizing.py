@@ -34,7 +34,7 @@ from app.core.sizing import (
     Target,
     space_size,
 )
-from app.core.sizing_answer import Answer, headroom, missing, search
+from app.core.sizing_answer import Answer, headroom, headroom_text, missing, search
 from app.core.versions import CURRENT_VLLM, rules_for
 from app.schemas import validate_plan
 from app.services import plan_inputs, plan_query, plans
@@ -224,6 +224,7 @@ def candidate_json(sizing: Sizing, cand: Candidate, miss: str | None) -> JSON:
         # `flags` are one process's; `processes` of them run on the same GPUs (each its own --port)
         "processes": c.engines_per_gpu, "data_parallel_size": vllm_dp(c, cand.dp),
         "headroom": round(headroom(cand, sizing.target), 4) if miss is None else None,
+        "headroom_text": headroom_text(headroom(cand, sizing.target) if miss is None else None),
         "meets_target": miss is None, "missing": miss, "label": c.label, "compromises": compromises(c),
         "flags": flags(full), "plan": doc, "url": plan_url(doc),
     }  # fmt: skip

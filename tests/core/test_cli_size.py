@@ -63,3 +63,14 @@ def test_shared_card_rows_say_how_many_processes_run_the_flags(
     at = next(i for i, line in enumerate(lines) if line.startswith("  1 ") and "4 engines/GPU" in line)
     assert lines[at + 1].strip() == "run 4 such vllm serve processes on the same GPUs, each its own --port:"
     assert "--gpu-memory-utilization 0.23" in lines[at + 2] and "--data-parallel-size" not in lines[at + 2]
+
+
+def test_headroom_reads_as_a_percentage_then_as_a_multiple() -> None:
+    from app.core.sizing_answer import headroom_text
+
+    assert headroom_text(0.55) == "+55 %"
+    assert headroom_text(0.0) == "+0 %"
+    assert headroom_text(8.99) == "+899 %"
+    assert headroom_text(9.0) == "10x"  # from ten times the target on: the multiple
+    assert headroom_text(4095.0) == "4,096x"  # a 1-request target printed "+409500%"
+    assert headroom_text(None) == "-"
