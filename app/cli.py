@@ -266,10 +266,14 @@ def _run_lines(i: int, run: dict[str, Any]) -> list[str]:
         version = f"≥{inferred['inferred_min']}" + (f" <{upper}" if upper else "") + " (inferred)"
     out = [f"run {i}: vLLM {version or '?'}  model {run['settings'].get('model') or '?'}"]
     for r in run["ranks"]:
+        # non-torch and CUDA graphs where the log states them (--json had them; the text left them out)
+        stated = "".join(f"  {name} {fmt_bytes(r[key])}" for name, key in
+                         (("non-torch", "non_torch_bytes"), ("cuda graphs", "cuda_graph_bytes"))
+                         if r.get(key) is not None)  # fmt: skip
         out.append(
             f"  {r['rank']:>12}  total {fmt_bytes(r.get('total_bytes'))}"
             f"  weights {fmt_bytes(r.get('weights_bytes'))}"
-            f"  activation {fmt_bytes(r.get('activation_bytes'))}  kv {fmt_bytes(r.get('kv_bytes'))}"
+            f"  activation {fmt_bytes(r.get('activation_bytes'))}{stated}  kv {fmt_bytes(r.get('kv_bytes'))}"
         )
     engine = run.get("engine") or {}
     said = [f"{engine['num_gpu_blocks']:,} blocks"] if engine.get("num_gpu_blocks") is not None else []

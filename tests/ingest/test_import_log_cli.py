@@ -111,3 +111,18 @@ def test_import_log_imports_neither_pydantic_nor_the_planner() -> None:
             "if m in sys.modules), file=sys.stderr)")
     err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stderr
     assert err.strip() == "[]"
+
+
+def test_the_text_form_states_non_torch_and_cuda_graphs_where_the_log_does() -> None:
+    # log 29 (v0.19, H100): "non-torch memory 0.25 GiB", CUDA graphs 0.91 GiB; --json had them, the text did not
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    log = Path(__file__).resolve().parents[1] / "data" / "vllm-logs" / "29-v0190-llama31-8b-h100-tp1-mml16k.log"
+    proc = subprocess.run([sys.executable, "-m", "app.cli", "import-log", str(log)], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    row = proc.stdout.splitlines()[1]
+    assert "non-torch 256.0 MiB" in row and "cuda graphs 931.8 MiB" in row
+    assert row.index("activation") < row.index("non-torch") < row.index("cuda graphs") < row.index("  kv ")
