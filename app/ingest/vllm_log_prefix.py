@@ -62,10 +62,18 @@ class Identity:
     process: str | None
     kind: str  # worker | engine | api | driver
     parallel: tuple[tuple[str, int], ...]
+    # printed through Ray's log monitor (a Ray actor: `(RayWorkerWrapper pid=N[, ip=A])`, `(pid=N, ip=A)`):
+    # its lines may come out of time order (see `vllm_log_runs`)
+    relayed: bool = False
 
 
 DRIVER_ID = Identity("driver", None, None, None, DRIVER, ())
 _CACHE: dict[str, Identity] = {}
+
+
+#: Worker names that carry no index of their own and are one process per engine when printed so
+#: (a TP1 `(Worker pid=N)`, `(VllmWorker pid=N)`, Ray Serve's `(RayWorkerProc pid=N)`).
+_SINGLE = ("Worker", "VllmWorker", "RayWorkerProc")
 
 
 def _from_token(name: str, pid: int, ip: str | None, outer_dp: str | None) -> Identity:
@@ -76,19 +84,24 @@ def _from_token(name: str, pid: int, ip: str | None, outer_dp: str | None) -> Id
     if base.startswith("APIServer"):
         return Identity(base, pid, ip, name, API, ())
     rank = _RANK.search(name)
+    own = bool(parallel)
     if outer_dp is not None and not any(k == "DP" for k, _ in parallel):
         parallel.insert(0, ("DP", int(outer_dp)))
     if rank is not None:
         dp = [f"DP{v}_" for k, v in parallel if k == "DP"]
         label = f"{''.join(dp)}rank={rank[1]}"
         parallel.append(("rank", int(rank[1])))
-    elif parallel:
+    elif parallel and (own or base in _SINGLE):
         label = "_".join(f"{k}{v}" for k, v in parallel)
-    elif base in ("Worker", "VllmWorker", "RayWorkerProc"):
+    elif base in _SINGLE:
         label = base
     else:
+        # no index of its own: the process is the rank. Ray's workers under a V1 engine
+        # (`(EngineCore_0 pid=1159) (RayWorkerWrapper pid=1273, ip=10.42.11.243)`, public/62-63) are
+        # TP ranks told apart by pid and node only; the outer engine's DP index must not merge them
         label = f"pid={pid}" + (f" ip={ip}" if ip else "")
-    return Identity(label, pid, ip, name or None, WORKER, tuple(parallel))
+    relayed = base.startswith("RayWorker") or not base or ip is not None
+    return Identity(label, pid, ip, name or None, WORKER, tuple(parallel), relayed)
 
 
 def identity_before(seg: str, pos: int) -> Identity:

@@ -19,7 +19,11 @@ printed it. A run (one engine start) is open until:
   max-seq-len error for another length cannot belong to a start that printed it (public/21);
 - a process's log header time going backwards (`MM-DD HH:MM:SS`; a step back of more than half a
   year is a new year) → another start pasted after this one (public/20: two starts of a PR's
-  before/after output).
+  before/after output). Not for a process whose lines Ray's log monitor relays (`Identity.relayed`):
+  Ray holds a line repeated by several workers back for its dedup window and prints it later with its
+  own, older, time (ray/_private/ray_logging.py `LogDeduplicator`, RAY_DEDUP_LOGS; public/62: a Ray
+  worker's 04:42:46 KV line after its 04:42:58 graph line, public/63 likewise); a restarted Ray worker
+  has another pid, so another rank label.
 Within a rank, a field stated twice keeps the more precise statement (smaller tolerance; the
 other goes to `also`); two statements that disagree beyond their tolerances give a finding.
 Engine figures printed several times (v0.8.2–v0.11.0 print one pre-min pair per worker) resolve
@@ -106,7 +110,7 @@ class RunBuilder:
     def add_group(self, facts: list[Fact], ident: Identity, line: int, stamp: Stamp | None = None) -> None:
         """Facts of one message match, printed by `ident` on `line` (log header time `stamp`, if any)."""
         cur = self._cur
-        if stamp is not None:
+        if stamp is not None and not ident.relayed:
             if _went_back(cur.stamps.get(ident.label), stamp):
                 self._new_run(line)
                 cur = self._cur

@@ -80,9 +80,9 @@ class RunBuilder:
 
     def add_group(self, facts: list[Fact], ident: Identity, line: int, stamp: Stamp | None = None) -> None:
         """Facts of one message match, printed by `ident` on `line` (log header time `stamp`, if any)."""
-        if stamp is not None and _went_back(self._cur.stamps.get(ident.label), stamp):
-            self._new_run(line)
-        if stamp is not None:
+        if stamp is not None and not ident.relayed:  # Ray relays lines out of time order (vllm_log_runs)
+            if _went_back(self._cur.stamps.get(ident.label), stamp):
+                self._new_run(line)
             self._cur.stamps[ident.label] = stamp
         cur = self._cur
         same = cur.closed_code is not None and any(f.scope == "error" and f.field == cur.closed_code for f in facts)
