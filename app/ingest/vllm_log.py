@@ -5,6 +5,8 @@ Pure: takes the text, returns data; never opens files, never raises on a `str`.
 Theory of operation (one pass, cheap prefilters first, each distinct line read once):
 1. If the text looks hard-wrapped at a fixed width (many long lines of exactly the same
    length), continuation lines are joined back to their record first (line numbers are kept).
+   A wrap counted before colour codes were stripped (public/58-62) cuts first lines shorter than
+   continuation lines; it is told by the continuation lines (`_coloured_wrap`).
 2. The text is split into lines (C speed). A line text seen before replays what it did the first
    time (concatenated or repeated logs, and TP ranks, print the same lines verbatim); a new line
    is tested against one compiled alternation of every extractor's needles, and a line holding
@@ -79,24 +81,79 @@ _RECORD_START = re.compile(
 )
 _HEADER_RE = re.compile(r"\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? (\[)?[\w./\-]{1,120}:\d{1,6}\]")
 _MAX_JOIN_LINES = 12
-def _detect_wrap(text: str) -> int | None:
-    """The width of a fixed-width hard wrap (`fold -w`, terminal paste), or None."""
+# A hard wrap counted before colour codes were stripped (public/58-62: a console wrapped at 147
+# characters, ESC not counted, then the codes went): a continuation line is 147 long, the first line
+# of a record 147 minus its prefixes' codes (`[1;36m…[0;0m` = 11, an inner `[36m…[0m` = 7). At most
+# this many characters of codes per first line; a first-line width must recur this often.
+_CODES_WIDTH = 40
+_FIRST_MIN = 2
+_CONT_MIN = 5
+
+
+def _wrap_widths(text: str) -> tuple[int, frozenset[int]] | None:
+    """(width, first-line widths) of a hard wrap, or None. The first-line widths are empty for a
+    fixed-width wrap (every cut line is `width` long); for a wrap counted before colour codes were
+    stripped they are the shorter lengths at which first lines of records were cut."""
     sample = [s.rstrip("\r") for s in text.split("\n", 20000)[:20000]]
-    lengths = Counter(len(s) for s in sample)
+    lens = list(map(len, sample))
+    lengths = Counter(lens)
     long_lines = sum(c for n, c in lengths.items() if n >= 60)
     candidates = [(c, n) for n, c in lengths.items() if 60 <= n <= 300]
     if not candidates or long_lines == 0:
         return None
     c, width = max(candidates)
-    if c < 3 or c < 0.5 * long_lines:
-        return None
-    # fold pieces all differ; a log that repeats one idle-stats line many times is not wrapped
-    distinct = len({s for s in sample if len(s) == width})
-    return width if distinct >= 0.5 * c else None
+    if c >= 3 and c >= 0.5 * long_lines:
+        # fold pieces all differ; a log that repeats one idle-stats line many times is not wrapped
+        distinct = len({s for s in sample if len(s) == width})
+        if distinct >= 0.5 * c:
+            return width, frozenset()
+    return _coloured_wrap(sample, lens, lengths, sorted(candidates, reverse=True)[:3])
 
 
-def _unwrap(text: str, width: int) -> tuple[str, list[int], int]:
-    """Join continuation lines of a `width`-column hard wrap; also return how many were joined."""
+def _at(lens: list[int], n: int) -> list[int]:
+    """The indices of the lines `n` long (C-speed `list.index` between hits)."""
+    out: list[int] = []
+    i = -1
+    try:
+        while True:
+            i = lens.index(n, i + 1)
+            out.append(i)
+    except ValueError:
+        return out
+
+
+def _coloured_wrap(
+    sample: list[str], lens: list[int], lengths: Counter[int], top: list[tuple[int, int]]
+) -> tuple[int, frozenset[int]] | None:
+    """A wrap counted before colour codes were stripped: among the most common long lengths, one
+    whose lines are continuations (no record starts there) followed by continuations, at least
+    `_CONT_MIN` of them, mostly distinct, with recurring shorter first lines of records cut right
+    before a continuation (see `_CODES_WIDTH`). Only lines of those lengths and the line after each
+    are matched, not every line."""
+    last = len(sample) - 1
+    starts = _RECORD_START.match
+    for count, width in top:
+        if count < _CONT_MIN:
+            break
+        cont = [i for i in _at(lens, width) if i < last and not starts(sample[i]) and not starts(sample[i + 1])]
+        if len(cont) < _CONT_MIN or len({sample[i] for i in cont}) < 0.5 * len(cont):
+            continue
+        first = frozenset(
+            n
+            for n in range(width - _CODES_WIDTH, width)
+            if lengths.get(n, 0) >= _FIRST_MIN
+            and sum(1 for i in _at(lens, n) if i < last and starts(sample[i]) and not starts(sample[i + 1]))
+            >= _FIRST_MIN
+        )
+        if first:
+            return width, first
+    return None
+
+
+def _unwrap(text: str, width: int, first: frozenset[int] = frozenset()) -> tuple[str, list[int], int]:
+    """Join continuation lines of a `width`-column hard wrap; also return how many were joined. A
+    record's first line is cut at `width` or, after colour codes were stripped, at a length in
+    `first` (`_wrap_widths`); its continuation lines at `width`."""
     lines = text.split("\n")
     out: list[str] = []
     origin: list[int] = []
@@ -104,7 +161,9 @@ def _unwrap(text: str, width: int) -> tuple[str, list[int], int]:
     while i < n:
         start = i
         parts = [lines[i].rstrip("\r")]
-        while len(parts[-1]) == width and i + 1 < n and not _RECORD_START.match(lines[i + 1]):
+        cut = len(parts[0]) in first
+        while (cut or len(parts[-1]) == width) and i + 1 < n and not _RECORD_START.match(lines[i + 1]):
+            cut = False
             i += 1
             joined += 1
             parts.append(lines[i].rstrip("\r"))
@@ -304,9 +363,10 @@ def parse_vllm_log(text: str) -> LogParse:
 def _parse(text: str) -> LogParse:
     findings: list[Finding] = []
     origin: list[int] | None = None
-    width = _detect_wrap(text) if "\n" in text else None
-    if width is not None:
-        unwrapped, lines, joined = _unwrap(text, width)
+    wrap = _wrap_widths(text) if "\n" in text else None
+    if wrap is not None:
+        width = wrap[0]
+        unwrapped, lines, joined = _unwrap(text, *wrap)
         if joined:
             text, origin = unwrapped, lines
             findings.append(

@@ -97,7 +97,7 @@ def test_real_logs_carry_the_path_into_the_plan() -> None:
     fast = _imported(FLASHINFER_LOG)
     assert fast["engine"]["flashinfer_sampler"] is True
     assert plans.run_plan(fast, with_levers=False)["engine"]["flashinfer_sampler"] is True
-    # public/62 (FlashInfer not installed): the importer splits its Ray log, so its first run is read whole
+    # public/62 (FlashInfer not installed): one Ray start-up, one run (tests/ingest/test_vllm_log_ray_runs.py)
     parsed = log_parse_to_json(parse_vllm_log(NATIVE_LOG.read_text(encoding="utf-8")))
     native = json.loads(json.dumps(parsed))["runs"][0]
     assert native["settings"]["flashinfer_sampler"] is False

@@ -25,8 +25,8 @@ from app.ingest.vllm_log import (
     _RECORD_START,
     LOOKED_FOR,
     Extractor,
-    _detect_wrap,
     _unwrap,
+    _wrap_widths,
 )
 from app.ingest.vllm_log import _HEADER_RE as _HEADER
 from app.ingest.vllm_log import _REPEATED_RE as _REPEATED
@@ -162,9 +162,10 @@ def parse_vllm_log(text: str) -> LogParse:
 def _parse(text: str) -> LogParse:
     findings: list[Finding] = []
     origin: list[int] | None = None
-    width = _detect_wrap(text) if "\n" in text else None
-    if width is not None:
-        unwrapped, lines, joined = _unwrap(text, width)
+    wrap = _wrap_widths(text) if "\n" in text else None
+    if wrap is not None:
+        width = wrap[0]
+        unwrapped, lines, joined = _unwrap(text, *wrap)
         if joined:
             text, origin = unwrapped, lines
             findings.append(
