@@ -125,6 +125,12 @@
       event.stopPropagation();
       window.htmx.trigger(el.form, "slide");
     }
+    if (el.matches && el.matches("input[type=checkbox]") && el.form && el.form.hasAttribute("hx-get") && window.htmx) {
+      // A checkbox's value does not change when it is ticked, so the form's "input changed" trigger
+      // would drop every toggle after the first: it asks at once, as a slider tick does.
+      event.stopPropagation();
+      window.htmx.trigger(el.form, "slide");
+    }
   }, true);
 
   document.addEventListener("change", function (event) {

@@ -16,6 +16,8 @@ from app.core.lora import LoraSpec, check_lora
 from app.core.mla_rules import family_block_sizes, full_kv_shape, gpu_family, mla_block_size, mla_decision
 from app.core.nontorch import Interconnect
 from app.core.plan import Engine, Layout, ModelInput, PlanInput, Policy, check_rank_count, with_columns
+from app.core.prefix_pool import V1_SINCE
+from app.core.profile_run import FLASHINFER_SAMPLER_BYTES
 from app.core.versions import (
     CURRENT_VLLM,
     card_scheduler_defaults,
@@ -83,7 +85,8 @@ def _base_plan(doc: PlanDocument) -> PlanInput:
     else:
         ranks = estimated_ranks(doc, model, layout, engine, version, dp_layout)
         estimated = True
-    notes = (*_document_notes(doc), *layout_notes(dp_layout), *_architecture_notes(doc, version), *mla_notes)
+    notes = (*_document_notes(doc), *layout_notes(dp_layout), *_architecture_notes(doc, version), *mla_notes,
+             *_env_notes(doc, version, estimated))
     return PlanInput(model, layout, engine, _policy(doc), ranks, version, _gpu_total(doc), estimated, notes, node(doc),
                      gpu_name=doc.gpu.name if doc.gpu else None)  # fmt: skip
 
@@ -177,6 +180,32 @@ def _document_notes(doc: PlanDocument) -> tuple[str, ...]:
     if doc.serve is not None or doc.vllm_config is not None:
         notes += tuple(serve_notes(doc.model_dump(include={"serve", "vllm_config"}, exclude_none=True)))
     return (*notes, *_assumption_notes(doc))
+
+
+def _env_notes(doc: PlanDocument, version: str, estimated: bool) -> tuple[str, ...]:
+    """What the engine's environment knobs the document states did to the plan (the plan page's
+    `fi_sampler` and `cg_estimate`; `mla_off` says its own in the MLA notes)."""
+    notes: list[str] = []
+    rules = rules_for(version)
+    sampler = doc.engine.flashinfer_sampler
+    if sampler is not None and estimated:
+        if rules.version < V1_SINCE:
+            notes.append(f"VLLM_USE_FLASHINFER_SAMPLER={int(sampler)}: no effect on vLLM {rules.label}'s V0 sampler")
+        elif sampler:
+            notes.append(f"VLLM_USE_FLASHINFER_SAMPLER=1: the profile run's sampler peak is sized on FlashInfer's "
+                         f"top-k/top-p path, {FLASHINFER_SAMPLER_BYTES} B per logit and no sort "
+                         "(app.core.profile_run.sampler_bytes_per_logit)")
+        else:
+            notes.append("VLLM_USE_FLASHINFER_SAMPLER=0: the profile run's sampler peak is sized on PyTorch's "
+                         "native top-k/top-p path (app.core.profile_run.sampler_bytes_per_logit)")
+    estimate = doc.engine.estimate_cudagraphs
+    if estimate is not None:
+        default = "on" if rules.cuda_graphs_in_budget else "off"
+        where = ("inside the KV budget (profiled before KV sizing)" if estimate
+                 else "outside the KV budget (captured after KV sizing)")
+        notes.append(f"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS={int(estimate)}: the CUDA-graph memory is {where}; "
+                     f"vLLM {rules.label}'s default is {default}")
+    return tuple(notes)
 
 
 def _architecture_notes(doc: PlanDocument, version: str) -> tuple[str, ...]:

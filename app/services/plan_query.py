@@ -57,6 +57,9 @@ class Knob:
     slider: tuple[float, float, float] | None = None
     #: Other document paths whose errors belong to this form field.
     aliases: tuple[str, ...] = ()
+    #: The vLLM environment variable the setting is (`vllm/envs.py`), read as this key in a URL
+    #: (`app.web.querystring.LEGACY_KEYS`); its 1/0 parse as a bool knob's true/false.
+    env: str | None = None
 
     @property
     def limits(self) -> Limits:
@@ -117,6 +120,12 @@ KNOBS: tuple[Knob, ...] = (
     Knob("host_mem", "node.host_memory_bytes", "size", aliases=("node",)),
     Knob("gpus_per_node", "node.gpus_per_node", "int"),
     Knob("prefix", "engine.enable_prefix_caching", "bool"),
+    # Engine environment variables (vllm/envs.py @4dd49b06f); app.core.exports.env_of writes them back.
+    Knob("mla_off", "engine.mla_disable", "bool", default="false", env="VLLM_MLA_DISABLE"),  # app.core.mla_rules
+    Knob("fi_sampler", "engine.flashinfer_sampler", "bool",  # app.core.profile_run.sampler_bytes_per_logit
+         env="VLLM_USE_FLASHINFER_SAMPLER"),
+    Knob("cg_estimate", "engine.estimate_cudagraphs", "bool",  # app.core.versions.with_cudagraph_estimate
+         env="VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"),
 )  # fmt: skip
 BY_KEY: Mapping[str, Knob] = MappingProxyType({k.key: k for k in KNOBS})
 #: Every document path (and what-if path) → the knob whose form field shows its errors.

@@ -32,10 +32,12 @@ _VLLM_FLAGS: dict[str, str] = {
     "tensor_parallel_size": "tp", "pipeline_parallel_size": "pp", "data_parallel_size": "dp",
     "enable_expert_parallel": "ep", "max_loras": "loras", "max_lora_rank": "lora_rank",
 }
-#: Keys of older URLs and vLLM's flag names, read as our key ("gpu_total=80GiB" → "gpu=80GiB").
+#: Keys of older URLs, vLLM's flag names and the environment variables of the knobs that are one
+#: (`Knob.env`: "VLLM_MLA_DISABLE=1" → "mla_off=1"), read as our key ("gpu_total=80GiB" → "gpu=80GiB").
 LEGACY_KEYS = {
     "gpu_total": "gpu",
     **{name: key for flag, key in _VLLM_FLAGS.items() for name in (flag, flag.replace("_", "-")) if name != key},
+    **{knob.env: knob.key for knob in plan_query.KNOBS if knob.env},
 }
 
 

@@ -107,6 +107,10 @@ def _result_values(form: dict[str, str], query: Mapping[str, str], result: Mappi
     spec = engine.get("speculative") or {}
     form["spec"] = form["spec"] or str(spec.get("method") or "")
     form["spec_tokens"] = form["spec_tokens"] or str(spec.get("num_speculative_tokens") or "")
+    # The engine's environment knobs as the plan ran with them (a base document may set them).
+    for key in ("mla_off", "fi_sampler", "cg_estimate"):
+        stated = engine.get(plan_query.BY_KEY[key].path.split(".", 1)[1])
+        form[key] = form[key] or ("" if stated is None else "true" if stated is True else "false")
 
 
 def _options(
@@ -126,7 +130,16 @@ def _options(
         "ep": [("", "off"), ("true", "on (--enable-expert-parallel)")],
         "offload_backend": [("", "native"), ("lmcache", "lmcache")],
         "prefix": [("", "vLLM's default"), ("true", "on"), ("false", "off (--no-enable-prefix-caching)")],
+        "fi_sampler": [("", "not set (sized as PyTorch's native)"), ("true", "on (=1)"), ("false", "off (=0)")],
+        "cg_estimate": [("", f"version default ({_estimate_default(result)})"), ("true", "on (=1)"),
+                        ("false", "off (=0)")],
     }
+
+
+def _estimate_default(result: Mapping[str, Any] | None) -> str:
+    """What VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS unset means for the plan's vLLM version (app.core.versions)."""
+    version = str(result["vllm_version"]) if result is not None else None
+    return "on" if rules_for(version).cuda_graphs_in_budget else "off"
 
 
 def lora_rank_options(result: Mapping[str, Any] | None) -> list[tuple[str, str]]:
