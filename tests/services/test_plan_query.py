@@ -27,6 +27,10 @@ params = st.fixed_dictionaries(
         "reserve": st.sampled_from(["0", "0.9GiB", "512 MiB"]),
         "live": st.integers(100, 50000).map(str),
         "vllm": st.sampled_from(["0.10.2", "0.21.0", "0.27.1"]),
+        # the engine's environment knobs, in every spelling a boolean takes (VLLM_*=1/0 included)
+        "mla_off": st.sampled_from(["true", "false", "on", "0", "1", "yes"]),
+        "fi_sampler": st.sampled_from(["true", "false", "off", "1", "0"]),
+        "cg_estimate": st.sampled_from(["true", "false", "on", "no"]),
     },
 )
 
@@ -54,6 +58,18 @@ def test_defaults_dropped_and_values_canonical() -> None:
     assert sized == {"gpu": "80GiB", "util": "0.9", "reserve": "1GiB"}
 
 
+def test_engine_env_knobs_are_canonical_booleans() -> None:
+    """mla_off is off unless set (false leaves the URL); the tri-states keep a stated false, which
+    the deploy exports write as =0, apart from unset (the version's default, nothing written)."""
+    doc = plan_from_query({"mla_off": "1", "fi_sampler": "0", "cg_estimate": "on"})
+    assert doc["engine"] == {"mla_disable": True, "flashinfer_sampler": False, "estimate_cudagraphs": True}
+    assert query_from_plan(doc) == {"mla_off": "true", "fi_sampler": "false", "cg_estimate": "true"}
+    assert query_from_plan(plan_from_query({"mla_off": "no"})) == {}
+    base = {"model": {"catalogue": "deepseek-v2-lite"}, "engine": {"mla_disable": True}}
+    assert query_from_plan(plan_from_query({"mla_off": "false"}, base), base) == {"mla_off": "false"}
+    assert query_from_plan(plan_from_query({"mla_off": "true"}, base), base) == {}
+
+
 def test_gpu_field_takes_a_preset_or_a_size() -> None:
     assert plan_from_query({})["gpu"] == {"name": "H100 80GB"}
     assert plan_from_query({"gpu": "NVIDIA A100-SXM4-80GB"})["gpu"] == {"name": "A100 80GB"}
@@ -78,7 +94,8 @@ def test_measured_base_routes_profiled_knobs_to_whatif() -> None:
 
 
 @pytest.mark.parametrize(
-    ("key", "value"), [("tp", "two"), ("util", "nan"), ("gpu", "80 parsecs"), ("model", "no-such-model")]
+    ("key", "value"), [("tp", "two"), ("util", "nan"), ("gpu", "80 parsecs"), ("model", "no-such-model"),
+                       ("mla_off", "maybe"), ("fi_sampler", "2"), ("cg_estimate", "auto")]
 )
 def test_bad_values_name_the_key(key: str, value: str) -> None:
     with pytest.raises(InputError) as err:

@@ -35,6 +35,9 @@ what_ifs = st.fixed_dictionaries(
         "max_num_seqs": st.sampled_from(["", "64", "256"]),
         "reserve": st.sampled_from(["", "0", "0.9GiB", "512MiB"]),
         "base": st.sampled_from(["seed000", "seed001"]),
+        "mla_off": st.sampled_from(["true", "false", "1"]),
+        "fi_sampler": st.sampled_from(["true", "false", "0"]),
+        "cg_estimate": st.sampled_from(["true", "false", "1"]),
     },
 )
 
