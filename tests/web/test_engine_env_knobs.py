@@ -72,7 +72,7 @@ def _mla_ratio() -> float:
     config = json.loads((CATALOGUE / "deepseek-v2-lite.json").read_text(encoding="utf-8"))["config"]
     head = config["qk_nope_head_dim"] + config["qk_rope_head_dim"]
     latent = config["kv_lora_rank"] + config["qk_rope_head_dim"]
-    return 2 * config["num_key_value_heads"] * head / latent
+    return float(2 * config["num_key_value_heads"] * head / latent)
 
 
 def test_mla_off_caches_full_kv(client: TestClient) -> None:
