@@ -130,7 +130,7 @@ def _options(
         "ep": [("", "off"), ("true", "on (--enable-expert-parallel)")],
         "offload_backend": [("", "native"), ("lmcache", "lmcache")],
         "prefix": [("", "vLLM's default"), ("true", "on"), ("false", "off (--no-enable-prefix-caching)")],
-        "fi_sampler": [("", "not set (sized as PyTorch's native)"), ("true", "on (=1)"), ("false", "off (=0)")],
+        "fi_sampler": [("", "not set (native sort)"), ("true", "on (=1)"), ("false", "off (=0)")],
         "cg_estimate": [("", f"version default ({_estimate_default(result)})"), ("true", "on (=1)"),
                         ("false", "off (=0)")],
     }
