@@ -31,14 +31,18 @@ class LayoutChoice:
     starts: bool
     tried: tuple[str, ...]  # the smaller layouts that do not start, as "TP1", "TP8 × PP2"
     gpu: str
+    #: The settings the layouts were tried with (the document's, vLLM's defaults filled in), as
+    #: "max_model_len 131,072, gpu_memory_utilization 0.92, bfloat16 weights, auto KV cache".
+    settings: str = ""
 
     @property
     def note(self) -> str:
         layout = _label(self.tp, self.pp)
+        at = f" at {self.settings}" if self.settings else ""
         if not self.starts:
-            return (f"no layout up to {layout} starts on {self.gpu}: opened at TP1; a larger card, fp8 weights "
+            return (f"no layout up to {layout} starts on {self.gpu}{at}: opened at TP1; a larger card, fp8 weights "
                     "or fp8 KV, or a shorter max_model_len is needed")
-        return (f"opened at {layout}: the smallest layout that starts on {self.gpu} "
+        return (f"opened at {layout}: the smallest layout that starts on {self.gpu}{at} "
                 f"({', '.join(self.tried)} {'does' if len(self.tried) == 1 else 'do'} not); set TP/PP to change it")
 
 
@@ -58,9 +62,30 @@ def _candidates(doc: Mapping[str, Any]) -> list[tuple[int, int]]:
     return out
 
 
+def _result(doc: Mapping[str, Any]) -> dict[str, Any]:
+    return result_to_dict(compute(plan_inputs.build_plan(validate_plan(doc))), [])
+
+
 def _starts(doc: Mapping[str, Any]) -> bool:
-    result = compute(plan_inputs.build_plan(validate_plan(doc)))
-    return bool(result_to_dict(result, [])["will_start"])
+    return bool(_result(doc)["will_start"])
+
+
+def _settings(result: Mapping[str, Any]) -> str:
+    """The settings a plan's result was computed with that decide whether a layout starts."""
+    engine, model = result.get("engine") or {}, result.get("model") or {}
+    parts = []
+    if engine.get("max_model_len") is not None:
+        parts.append(f"max_model_len {engine['max_model_len']:,}")
+    if engine.get("kv_cache_memory_bytes") is not None:
+        parts.append(f"kv_cache_memory_bytes {engine['kv_cache_memory_bytes']:,}")
+    elif engine.get("gpu_memory_utilization") is not None:
+        parts.append(f"gpu_memory_utilization {engine['gpu_memory_utilization']}")
+    weights = engine.get("quantization") or model.get("quantization") or model.get("dtype")
+    if weights:
+        parts.append(f"{weights} weights")
+    if engine.get("kv_cache_dtype"):
+        parts.append(f"{engine['kv_cache_dtype']} KV cache")
+    return ", ".join(parts)
 
 
 def _gpu_name(doc: Mapping[str, Any]) -> str:
@@ -75,11 +100,13 @@ def smallest_starting_layout(doc: Mapping[str, Any]) -> LayoutChoice | None:
     """The smallest layout at which the document's plan starts, when TP1 does not; None when TP1
     starts (nothing to choose) or the document cannot be planned (its own error shows instead)."""
     try:
-        if _starts(doc):
+        first = _result(doc)
+        if first["will_start"]:
             return None
         candidates = _candidates(doc)
     except InputError:
         return None
+    settings = _settings(first)
     tried: list[str] = ["TP1"]
     for tp, pp in candidates:
         if (tp, pp) == (1, 1):
@@ -87,9 +114,9 @@ def smallest_starting_layout(doc: Mapping[str, Any]) -> LayoutChoice | None:
         layout = {**(doc.get("layout") or {}), "tp": tp, "pp": pp}
         try:
             if _starts({**doc, "layout": layout}):
-                return LayoutChoice(tp, pp, True, tuple(tried), _gpu_name(doc))
+                return LayoutChoice(tp, pp, True, tuple(tried), _gpu_name(doc), settings)
         except InputError:
             pass
         tried.append(_label(tp, pp))
     last = candidates[-1] if candidates else (1, 1)
-    return LayoutChoice(last[0], last[1], False, tuple(tried), _gpu_name(doc))
+    return LayoutChoice(last[0], last[1], False, tuple(tried), _gpu_name(doc), settings)

@@ -152,10 +152,10 @@ def test_plan_query_simulates_the_binding_rank_pool(client: TestClient, renders:
 
 
 def test_the_plan_pages_simulate_link_simulates_the_layout_it_opened_at(client: TestClient) -> None:
-    """/plan?gpu=L4 24GB&live=4000&max_model_len=8192 opens Llama-3.1-8B at TP2 (its note: the
-    smallest layout that starts) with 11,754 blocks; its "Simulate" link carries no TP, and the
-    simulator planned the bare document at TP1: a 2,037-block pool, another plan's cliff."""
-    query = {"gpu": "L4 24GB", "live": "4000", "max_model_len": "8192"}
+    """/plan?gpu=L4 24GB&live=4000&max_model_len=32768 opens Llama-3.1-8B at TP2 (its note: the
+    smallest layout that starts; TP1's 2,037 blocks hold 32,592 tokens); its "Simulate" link
+    carries no TP, and the simulator planned the bare document at TP1: another plan's cliff."""
+    query = {"gpu": "L4 24GB", "live": "4000", "max_model_len": "32768"}
     page = client.get("/plan", params=query)
     assert page.status_code == 200
     shown = client.get("/plan.json", params=query).json()

@@ -75,20 +75,36 @@ def opening_layout(query: Mapping[str, str]) -> LayoutChoice | None:
     """The layout a plan without a base opens at when TP1 does not start (None: TP1 starts, or
     the ranks are given; not `starts`: none does, and the plan opens at TP1 saying so). It fills
     TP and PP where the URL leaves them out, and stays out of the
-    canonical URL; a TP or PP the URL gives is kept in it (TP1 included)."""
-    structure = {k: v for k, v in plan_query.structural(query).items() if k not in ("tp", "pp")}
-    if "base" in structure or "ranks" in structure:
+    canonical URL; a TP or PP the URL gives is kept in it (TP1 included).
+
+    The layouts are tried on the document the query itself builds (`plan_query.plan_from_query`
+    of every knob it states but TP/PP: its max_model_len, util, quant, KV dtype, ...), so the
+    choice is the one `plans.run_plan` of the page's own document confirms, not the model's defaults'."""
+    if "base" in query:
         return None
-    return memoised(("opening_layout", tuple(sorted(structure.items())), _pins(structure)),
-                    lambda: _opening_layout(structure))  # once per app (`app.services.memo`)
+    settings = {k: v for k, v in query.items() if k in plan_query.BY_KEY and k not in ("tp", "pp")}
+    if "ranks" in settings:
+        return None
+    return memoised(("opening_layout", tuple(sorted(settings.items())), _pins(settings)),
+                    lambda: _opening_layout(settings))  # once per app (`app.services.memo`)
 
 
-def _opening_layout(structure: Mapping[str, str]) -> LayoutChoice | None:
+def _opening_layout(settings: Mapping[str, str]) -> LayoutChoice | None:
     try:
-        doc = plan_query.plan_from_query(structure)
+        doc = plan_query.plan_from_query(settings)
     except InputError:
         return None
     return smallest_starting_layout(doc)
+
+
+def opened_document(query: Mapping[str, str], base_doc: Mapping[str, Any] | None) -> tuple[dict[str, Any], str | None]:
+    """The plan document a what-if query opens: `plan_query.plan_from_query`, at the opening
+    layout (`opening_layout`) where the query states no TP/PP; and the note saying so. The plan
+    page and the simulator (`app.web.sim.routes`) both take their document from here."""
+    doc = plan_query.plan_from_query(query, base_doc)
+    choice = opening_layout(query) if base_doc is None else None
+    note = _open_at(doc, query, choice) if choice is not None else None
+    return doc, note
 
 
 def _pins(structure: Mapping[str, str]) -> tuple[str | None, ...]:
@@ -180,9 +196,8 @@ def _plan_view(
     prepared = cache.prepared if cache is not None else None
     defaults = vllm_defaults(query, base_doc, prepared)  # the one defaults rule, once per request
     query = plan_query.drop_defaults(query, defaults)
-    doc = plan_query.plan_from_query(query, base_doc)
-    choice = opening_layout(query) if base_doc is None else None
-    note = _open_at(doc, query, choice) if choice is not None else None
+    doc, note = opened_document(query, base_doc)
+    choice = opening_layout(query) if base_doc is None else None  # memoised: the one `opened_document` took
     with_levers = _rank_count(doc) <= INLINE_LEVERS_MAX_RANKS if levers is None else levers
     terms = cache.terms if cache is not None and base_doc is None else None
     result = plans.run_plan(doc, with_levers=with_levers, prepared=_prepared(prepared, query, base_doc), terms=terms,
@@ -212,10 +227,10 @@ def _prepared(
 def _open_at(doc: dict[str, Any], query: Mapping[str, str], choice: LayoutChoice) -> str | None:
     """Put the opening layout's TP/PP where the query leaves them out; the note saying so when it
     chose both (issue 17 item 5)."""
-    layout = doc.setdefault("layout", {})
+    layout = doc.get("layout") or {}
     for key, value in (("tp", choice.tp), ("pp", choice.pp)):
-        if key not in query and choice.starts:
-            layout[key] = value
+        if key not in query and choice.starts and layout.get(key, 1) != value:
+            doc["layout"] = layout = {**layout, key: value}  # only what differs from the document's own
     if "tp" in query or "pp" in query:
         return None
     doc["notes"] = [*doc.get("notes", []), choice.note]

@@ -105,16 +105,12 @@ def _plan_doc(request: Request, plan_query: Mapping[str, str]) -> dict[str, Any]
         base_doc = views.resolve_base(plan_query, request.app.state.bases)
     except InputError as exc:
         raise exc.under("plan") from None
-    doc = forms.plan_document(plan_query, base_doc)
-    # The plan page opens a query without TP/PP at the smallest layout that starts (its note says
-    # so): simulate that plan's pool, not the TP1 one the bare document would give.
-    choice = views.opening_layout(plan_query) if base_doc is None else None
-    if choice is not None and choice.starts:
-        layout = doc.setdefault("layout", {})
-        for key in ("tp", "pp"):  # as `views._open_at` does for the page
-            if key not in plan_query and getattr(choice, key) != layout.get(key, 1):
-                layout[key] = getattr(choice, key)
-    return doc
+    # The plan page's own document, at the layout it opens at when the query states no TP/PP (its
+    # note says so): simulate that plan's pool, not the TP1 one the bare document would give.
+    try:
+        return views.opened_document(plan_query, base_doc)[0]
+    except InputError as exc:
+        raise exc.under("plan") from None
 
 
 def _pool_context(request: Request, plan_query: Mapping[str, str]) -> dict[str, Any]:
