@@ -155,6 +155,10 @@ class ModelDoc(_Strict):
     kv_bytes_per_token: int | None = Field(default=None, gt=0, le=MAX_BYTES_PER_TOKEN)
     name: str | None = None
     safetensors_index: SafetensorsIndexDoc | None = None
+    #: The checkpoint's quantization as a vLLM run's log states it (`quantization=compressed-tensors`
+    #: in the engine config line): set by an import; the run's measured weights rows are the
+    #: quantized checkpoint's, whatever the chosen model's config.json says.
+    quantization: str | None = Field(default=None, min_length=1, max_length=64)
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelDoc:

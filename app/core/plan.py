@@ -59,6 +59,9 @@ class ModelInput:
     sha256: str | None = None
     multimodal: bool = False
     vision: VisionGeometry | None = None  # the encoder vLLM profiles (Qwen-VL towers), when known
+    #: The checkpoint's quantization a run's log states (`ModelDoc.quantization`): its measured
+    #: weights are already quantized, so no fp8-weights what-if applies to them.
+    stated_quantization: str | None = None
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from app.core.gpus import PRESETS, find_preset
 from app.core.plan import PlanInput, PlanResult, compute, plan_estimate_context
 from app.core.units import fmt_bytes
 from app.core.versions import card_scheduler_defaults, scheduler_seqs
-from app.core.whatif import Lever, set_engine, set_quantization, set_tp
+from app.core.whatif import Lever, can_quantize, set_engine, set_quantization, set_tp
 
 _PP_TRIED = (2, 3, 4, 6, 8, 16)
 Sets = tuple[tuple[str, object], ...]
@@ -122,7 +122,7 @@ def _single(plan: PlanInput, before: int) -> list[StartLever]:
         change = f"{engine.kv_cache_dtype} → fp8 KV cache"
         trials.append(("kv_cache_dtype", (change, (("engine.kv_cache_dtype", "fp8"),),
                                           lambda: set_engine(plan, kv_cache_dtype="fp8").plan)))
-    if shape is not None and shape.quantization is None and engine.quantization is None:
+    if shape is not None and can_quantize(plan):
         trials.append(("quantization", (f"{shape.dtype} → fp8 weights", (("engine.quantization", "fp8"),),
                                         lambda: set_quantization(plan, "fp8").plan)))
     if engine.kv_cache_memory_bytes is not None:

@@ -281,6 +281,13 @@ def set_quantization(plan: PlanInput, method: str) -> WhatIf:
         raise InputError("whatif.quantization", f"only fp8 (online quantization) is modelled, got {method!r}")
     if plan.engine.quantization == method:
         return WhatIf(plan, ())
+    stated = plan.model.stated_quantization
+    if stated is not None:
+        # Never re-estimate a measured weights row from the chosen model's config: the run's log
+        # says its checkpoint is already quantized (a bf16 catalogue model would halve 16.96 GiB of
+        # measured fp8 weights to 8.74 GiB).
+        raise InputError("whatif.quantization", f"the run's log states quantization={stated}: its measured weights "
+                         "are the quantized checkpoint's, so fp8 weights change nothing")
     shape = plan.model.shape
     if shape is None:
         raise InputError("whatif.quantization", "needs the model's config.json (or a catalogue model) to size weights")
@@ -309,6 +316,14 @@ def set_quantization(plan: PlanInput, method: str) -> WhatIf:
         ranks=tuple(ranks),
     )
     return WhatIf(new_plan, ("engine.quantization", "ranks[*].weights", "ranks[*].kv"), ("ranks[*].weights",))
+
+
+def can_quantize(plan: PlanInput) -> bool:
+    """Whether `--quantization fp8` is a what-if for this plan: an unquantized checkpoint (by its
+    config.json and by the run's log, `ModelInput.stated_quantization`) served without it."""
+    shape = plan.model.shape
+    return (shape is not None and shape.quantization is None and plan.engine.quantization is None
+            and plan.model.stated_quantization is None)
 
 
 def _stage_of(label: str, index: int, tp: int, pp: int) -> int:
@@ -361,7 +376,7 @@ def levers(plan: PlanInput, allowed_tp: tuple[int, ...] = ()) -> tuple[Lever, ..
         else:
             trials.append(("max_num_batched_tokens", f"{engine.max_num_batched_tokens:,} → {half:,}", chunk))
     shape = plan.model.shape
-    if shape is not None and shape.quantization is None and engine.quantization is None:
+    if shape is not None and can_quantize(plan):
         trials.append(("quantization", f"{shape.dtype} → fp8 weights", set_quantization(plan, "fp8")))
     bigger = [t for t in allowed_tp if t > plan.layout.tp]
     if bigger and plan.model.shape is not None:

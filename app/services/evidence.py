@@ -149,6 +149,12 @@ def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) 
     data["engine"] = engine
     if doc.model is None:
         data["model"] = _model_for_run(run, settings)
+    stated = settings.get("quantization")
+    if isinstance(stated, str) and stated != "none" and isinstance(data.get("model"), dict):
+        # The engine config line's `quantization=` is the method vLLM resolved for the checkpoint
+        # (ModelConfig._verify_quantization, vllm/config/model.py @4dd49b06f): the measured weights
+        # rows are that checkpoint's, even when the chosen catalogue model is its bf16 original.
+        data["model"] = {**data["model"], "quantization": stated}
     layout: JSON = dict(data.get("layout") or {})
     from_blocks = None
     for key, src in _SIZES:

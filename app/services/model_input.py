@@ -33,7 +33,8 @@ def resolve_model(doc: PlanDocument) -> ModelInput:
     if spec is None:
         raise InputError("model", "give model: {config: …}, {catalogue: name} or {kv_bytes_per_token: N}")
     if spec.kv_bytes_per_token is not None:
-        return ModelInput(kv_bytes_per_token=spec.kv_bytes_per_token, name=spec.name, source="kv_bytes_per_token")
+        return ModelInput(kv_bytes_per_token=spec.kv_bytes_per_token, name=spec.name, source="kv_bytes_per_token",
+                          stated_quantization=spec.quantization)
     index = spec.safetensors_index.model_dump() if spec.safetensors_index is not None else None
     if spec.catalogue is not None:
         from app.ingest.catalogue import get_model
@@ -46,6 +47,7 @@ def resolve_model(doc: PlanDocument) -> ModelInput:
         return ModelInput(
             shape=shape, name=spec.name or entry.hf_id, source=f"catalogue:{entry.slug}", sha256=entry.sha256,
             multimodal="vision_config" in entry.config, vision=vision_geometry(entry.config),
+            stated_quantization=spec.quantization,
         )  # fmt: skip
     config = spec.config or {}
     sha = hashlib.sha256(json.dumps(config, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
@@ -57,6 +59,7 @@ def resolve_model(doc: PlanDocument) -> ModelInput:
         sha256=sha,
         multimodal="vision_config" in config,
         vision=vision_geometry(config),
+        stated_quantization=spec.quantization,
     )
 
 

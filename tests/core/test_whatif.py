@@ -362,3 +362,15 @@ def test_utilization_moves_each_room_as_the_per_rank_rule_did(plan: PlanInput, u
         expected.append(_moved_room(rank, rank, moved, note, "derived"))
     got = set_engine(plan, gpu_memory_utilization=util).plan.ranks
     assert got == tuple(expected)
+
+
+@given(measured_plans())
+def test_a_run_whose_log_states_a_quantization_gets_no_fp8_weights_what_if(plan: PlanInput) -> None:
+    """The measured weights of a run whose log prints `quantization=compressed-tensors` are the
+    quantized checkpoint's: no fp8-weights lever, and the what-if refuses to re-estimate them."""
+    stated = replace(plan, model=replace(plan.model, stated_quantization="compressed-tensors"))
+    assert "quantization" in [lv.knob for lv in levers(plan)]  # the same plan without the log's word
+    assert "quantization" not in [lv.knob for lv in levers(stated)]
+    with pytest.raises(InputError) as err:
+        set_quantization(stated, "fp8")
+    assert err.value.field == "whatif.quantization" and "quantization=compressed-tensors" in err.value.message
