@@ -71,3 +71,12 @@ def test_openapi_documents_the_three_forms(client: TestClient) -> None:
         assert set(body) == {"application/json", "multipart/form-data", "application/x-www-form-urlencoded"}
         assert "text" in body["application/json"]["schema"]["properties"]
         assert body["multipart/form-data"]["schema"]["properties"]["file"]["format"] == "binary"
+
+
+@pytest.mark.parametrize("path", list(TEXTS))
+def test_a_misspelt_json_key_is_named(client: TestClient, path: str) -> None:
+    # {"log": "…"} used to read as an empty text: "paste a vLLM startup log or choose a log file"
+    resp = client.post(path, json={"log": TEXTS[path].read_text(encoding="utf-8")})
+    assert resp.status_code == 422, resp.text
+    error = resp.json()["error"]
+    assert error["field"] == "log" and "unknown field" in error["message"] and "text" in error["message"]

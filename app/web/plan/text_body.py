@@ -55,6 +55,10 @@ def json_fields(raw: bytes, extra: Sequence[str]) -> dict[str, str]:
         raise InputError("body", 'the body nests arrays/objects too deeply; send {"text": "…"}') from None
     if not isinstance(data, dict):
         raise InputError("body", 'send a JSON object, {"text": "…"}')
+    unknown = [str(k) for k in data if k not in ("text", *extra)]
+    if unknown:  # {"log": "…"} read as an empty text ("paste a vLLM startup log"), not as the misspelling
+        known = ", ".join(("text", *extra))
+        raise InputError(unknown[0][:100], f"unknown field (check the spelling; this body takes {known})")
     out: dict[str, str] = {}
     for name in ("text", *extra):
         value = data.get(name)
