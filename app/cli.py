@@ -337,17 +337,6 @@ def cmd_padding(args: argparse.Namespace) -> int:
     return 0
 
 
-def _non_negative_int(text: str) -> int:
-    """An argparse type: a whole number ≥ 0 (an error names the value, exit 2)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {value}")
-    return value
-
-
 #: `kvledger simulate`'s default cap on requests_per_level × len(ramp): the run takes both ramps (with and
 #: without the shared prefix) at about 1-4k requests a second on one core, so 200,000 is a minute or two;
 #: `--max-work` raises it (0: no cap). The web's POST /api/v1/simulate answers at most 20,000 in the request.
@@ -407,27 +396,26 @@ def cmd_import_metrics(args: argparse.Namespace) -> int:
     return 0
 
 
-def _port(text: str) -> int:
-    """--port: a TCP port, 1 to 65535 (argparse prints the message and exits 2; 70000 reached
-    asyncio's bind and printed an OverflowError traceback)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a TCP port from 1 to 65535, got {text!r}") from None
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be a TCP port from 1 to 65535, got {value}")
-    return value
+def _int_in(lo: int, hi: int | None, what: str) -> Callable[[str], int]:
+    """An argparse type: a whole number from `lo` to `hi` (None: no upper bound); argparse prints the
+    message, naming the value, and exits 2."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
+        if value < lo or (hi is not None and value > hi):
+            raise argparse.ArgumentTypeError(f"must be {what}, got {value}")
+        return value
+
+    return parse
 
 
-def _workers(text: str) -> int:
-    """--workers: a whole number from 1 to 64 (argparse prints the message and exits 2)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to 64, got {text!r}") from None
-    if not 1 <= value <= 64:
-        raise argparse.ArgumentTypeError(f"must be from 1 to 64, got {value}")
-    return value
+#: --port: a TCP port (70000 reached asyncio's bind and printed an OverflowError traceback)
+_port = _int_in(1, 65535, "a TCP port from 1 to 65535")
+_workers = _int_in(1, 64, "a whole number from 1 to 64")
+_non_negative_int = _int_in(0, None, "a whole number >= 0")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
