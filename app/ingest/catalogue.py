@@ -68,6 +68,9 @@ class CatalogueEntry:
     sha256_of: str = "verbatim bytes"
     index_total_bytes: int | None = None  # the checkpoint's safetensors metadata.total_size, when sourced
     index_source: str | None = None
+    # Hugging Face ids of checkpoints with this entry's memory shape (e.g. the -Instruct twin, or the repo
+    # renamed: meta-llama/Meta-Llama-3.1-8B → meta-llama/Llama-3.1-8B); a logged model name matches them
+    same_shape_ids: tuple[str, ...] = ()
 
     @property
     def is_verbatim(self) -> bool:
@@ -164,7 +167,17 @@ def _parse_entry(doc: object, where: str) -> CatalogueEntry:
         sha256_of=sha_of,
         index_total_bytes=_index_total(doc, where),
         index_source=_index_source(doc),
+        same_shape_ids=_same_shape_ids(doc, where),
     )
+
+
+def _same_shape_ids(doc: Mapping[str, object], where: str) -> tuple[str, ...]:
+    """``same_shape_ids``: Hugging Face ids whose config.json has this entry's memory shape (the
+    entry's ``notes`` say why); the lookup by name matches them."""
+    ids = doc.get("same_shape_ids", [])
+    if not isinstance(ids, list) or not all(isinstance(i, str) and "/" in i for i in ids):
+        raise CatalogueError(f"{where}: same_shape_ids must be a list of Hugging Face ids (owner/name)")
+    return tuple(ids)
 
 
 def _index_total(doc: Mapping[str, object], where: str) -> int | None:
@@ -211,6 +224,9 @@ def _lookup() -> Mapping[str, CatalogueEntry]:
     table: dict[str, CatalogueEntry] = {}
     for entry in list_models():
         for key in (entry.slug, entry.name, entry.hf_id):
+            table.setdefault(key.casefold(), entry)
+    for entry in list_models():  # after every entry's own names: a twin's id never hides an entry
+        for key in entry.same_shape_ids:
             table.setdefault(key.casefold(), entry)
     return MappingProxyType(table)
 

@@ -267,3 +267,17 @@ def test_config_sha256_is_over_exact_text() -> None:
     assert config_sha256("{}") == "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
     assert config_sha256("{}\n") != config_sha256("{}")
     assert canonical_config_sha256({"b": 1, "a": [1.0, None]}) == config_sha256('{"a":[1.0,null],"b":1}')
+
+
+def test_a_renamed_repo_and_its_instruct_twin_name_the_entry() -> None:
+    # log 29 prints meta-llama/Llama-3.1-8B-Instruct; the entry is meta-llama/Meta-Llama-3.1-8B (renamed repo)
+    from app.ingest.catalogue import find_model, list_models
+
+    names = ("meta-llama/Llama-3.1-8B-Instruct", "META-LLAMA/llama-3.1-8b", "meta-llama/Meta-Llama-3.1-8B-Instruct")
+    for name in names:
+        entry = find_model(name)
+        assert entry is not None and entry.slug == "llama-3.1-8b"
+    assert find_model("meta-llama/Llama-3.1-70B-Instruct").slug == "llama-3.1-70b"  # type: ignore[union-attr]
+    own = {key.casefold() for e in list_models() for key in (e.slug, e.name, e.hf_id)}
+    for entry in list_models():  # a twin's id never shadows another entry's own name
+        assert not {i.casefold() for i in entry.same_shape_ids} & own
