@@ -142,3 +142,40 @@ def family_block_sizes(version_text: str | None, kv_cache_dtype: str, configured
 
 def _label(version: Version) -> str:
     return ".".join(str(p) for p in version)
+
+
+@dataclass(frozen=True)
+class MLASizing:
+    """An MLA model as one vLLM version sizes it on one card: its shape, block size and notes."""
+
+    shape: ModelShape
+    block_size: int
+    notes: tuple[str, ...] = ()
+
+
+def mla_sizing(
+    shape: ModelShape, version_text: str, gpu_name: str | None, kv_cache_dtype: str, configured: int,
+    user_set: bool, mla_disable: bool,
+) -> MLASizing:
+    """The one MLA step of the plan and of `kvledger kv-bytes`: full K/V where the version, the
+    checkpoint's quantization or VLLM_MLA_DISABLE turns MLA off (`mla_decision`), else the latent at the
+    block size the version's MLA backend runs on the card's family (`mla_block_size`); with no card
+    named the configured size is kept and each family's pick is noted."""
+    if not shape.is_mla:
+        return MLASizing(shape, configured)
+    decision = mla_decision(version_text, shape.quantization, mla_disable)
+    if not decision.latent and shape.mla_qk_head_dim is not None:
+        return MLASizing(full_kv_shape(shape), configured, (decision.reason or "",))
+    family = gpu_family(gpu_name)
+    if family is None:
+        picks = family_block_sizes(version_text, kv_cache_dtype, configured)
+        if all(size == configured for size in picks.values()):
+            return MLASizing(shape, configured)
+        listed = ", ".join(f"{name} {size}" for name, size in picks.items())
+        return MLASizing(shape, configured, (f"MLA block size: no GPU named, so the configured {configured} is kept; "
+                                             f"vLLM {version_text} would pick {listed} tokens (app.core.mla_rules)",))
+    size = mla_block_size(version_text, family, kv_cache_dtype, configured, user_set)
+    if size == configured:
+        return MLASizing(shape, configured)
+    return MLASizing(shape, size, (f"MLA block size {size} (not {configured}): what vLLM {version_text}'s MLA "
+                                   f"backend runs with on {family}",))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.core.errors import InputError
 from app.core.kvspec import rank_kv
-from app.core.mla_rules import family_block_sizes, full_kv_shape, gpu_family, mla_block_size, mla_decision
+from app.core.mla_rules import gpu_family, mla_sizing
 from app.core.model_config import shape_from_config
 from app.core.plan import ModelInput
 from app.core.shape import ModelShape, online_fp8_shape
@@ -146,8 +146,10 @@ def kv_bytes_report(
         parse_version(vllm_version, "vllm_version")
     if gpu is not None and gpu_family(gpu) is None:
         mla_notes.append(f"GPU {gpu!r}: no MLA block-size rule for its family (Hopper, Blackwell, Ampere/Ada)")
-    if shape.is_mla:
-        shape, configured = _mla_kv_bytes(shape, vllm_version, gpu, mla_disable, kv_cache_dtype, block_size, mla_notes)
+    mla = mla_sizing(shape, vllm_version or CURRENT_VLLM, gpu, kv_cache_dtype, configured, block_size is not None,
+                     mla_disable)
+    shape, configured = mla.shape, mla.block_size
+    mla_notes += mla.notes
     rkv = rank_kv(shape, tp=tp, pp=pp, dcp=dcp, kv_cache_dtype=kv_cache_dtype, block_size=configured)
     # `is None`, not `or`: a 0 given is refused by the per-request count below, never replaced by the default
     mml = shape.max_position_embeddings if max_model_len is None else max_model_len
@@ -176,31 +178,6 @@ def kv_bytes_report(
         "per_request_bytes": rkv.per_request_bytes(mml, mnbt),
         "notes": [*shape.notes, *mla_notes, *rkv.notes],
     }
-
-
-def _mla_kv_bytes(
-    shape: ModelShape, version: str | None, gpu: str | None, mla_disable: bool, kv_cache_dtype: str,
-    block_size: int | None, notes: list[str],
-) -> tuple[ModelShape, int]:
-    """The MLA shape and block size `kv-bytes` sizes with (app.core.mla_rules), its notes appended."""
-    configured = 16 if block_size is None else block_size
-    decision = mla_decision(version or CURRENT_VLLM, shape.quantization, mla_disable)
-    if not decision.latent and shape.mla_qk_head_dim is not None:
-        notes.append(decision.reason or "")
-        shape = full_kv_shape(shape)
-        return shape, configured
-    label = version or CURRENT_VLLM
-    family = gpu_family(gpu)
-    if family is None:
-        picks = family_block_sizes(label, kv_cache_dtype, configured)
-        if any(size != configured for size in picks.values()):
-            listed = ", ".join(f"{name} {size}" for name, size in picks.items())
-            notes.append(f"MLA block size: no GPU named, so {configured} is kept; vLLM {label} would pick {listed}")
-        return shape, configured
-    size = mla_block_size(label, family, kv_cache_dtype, configured, user_set=block_size is not None)
-    if size != configured:
-        notes.append(f"MLA block size {size} (not {configured}): what vLLM {label}'s MLA backend runs with on {family}")
-    return shape, size
 
 
 def _check_options(**options: object) -> None:

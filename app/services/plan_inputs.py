@@ -13,7 +13,7 @@ from app.core.dp_layout import layout_notes
 from app.core.errors import InputError
 from app.core.gpus import find_preset
 from app.core.lora import LoraSpec, check_lora
-from app.core.mla_rules import family_block_sizes, full_kv_shape, gpu_family, mla_block_size, mla_decision
+from app.core.mla_rules import mla_sizing
 from app.core.nontorch import Interconnect
 from app.core.plan import Engine, Layout, ModelInput, PlanInput, Policy, check_rank_count, with_columns
 from app.core.prefix_pool import V1_SINCE
@@ -69,10 +69,16 @@ def _merged(logged: WhatIfDoc | None, own: WhatIfDoc | None) -> WhatIfDoc | None
 def _base_plan(doc: PlanDocument) -> PlanInput:
     version = doc.vllm_version or CURRENT_VLLM
     model = quantized(resolve_model(doc), doc.engine.quantization)
-    model, mla_notes = _mla_model(model, version, doc.engine.mla_disable)
+    mla = None if model.shape is None else mla_sizing(
+        model.shape, version, doc.gpu.name if doc.gpu else None, doc.engine.kv_cache_dtype, doc.engine.block_size,
+        "block_size" in doc.engine.model_fields_set, doc.engine.mla_disable,
+    )  # fmt: skip
+    if mla is not None:
+        model = replace(model, shape=mla.shape)
     engine = _engine(doc, model, version)
-    engine, block_notes = _mla_engine(doc, model, engine, version)
-    mla_notes += block_notes
+    if mla is not None and mla.block_size != engine.block_size:
+        engine = replace(engine, block_size=mla.block_size)
+    mla_notes = mla.notes if mla is not None else ()
     layout = Layout(
         tp=doc.layout.tp, pp=doc.layout.pp, dp=doc.layout.dp, dcp=doc.layout.dcp,
         expert_parallel=doc.layout.expert_parallel, interconnect=_interconnect(doc),
@@ -124,38 +130,6 @@ def _engine(doc: PlanDocument, model: ModelInput, version: str) -> Engine:
         max_num_batched_tokens_assumed=engine_doc.max_num_batched_tokens is None,
         max_num_seqs_assumed=engine_doc.max_num_seqs is None,
     )
-
-
-def _mla_model(model: ModelInput, version: str, mla_disable: bool) -> tuple[ModelInput, tuple[str, ...]]:
-    """An MLA model as the version sizes it: the latent, or full K/V (app.core.mla_rules.mla_decision)."""
-    shape = model.shape
-    if shape is None or not shape.is_mla:
-        return model, ()
-    decision = mla_decision(version, shape.quantization, mla_disable)
-    if decision.latent or shape.mla_qk_head_dim is None:
-        return model, ()
-    return replace(model, shape=full_kv_shape(shape)), (decision.reason or "",)
-
-
-def _mla_engine(doc: PlanDocument, model: ModelInput, engine: Engine, version: str) -> tuple[Engine, tuple[str, ...]]:
-    """The block size vLLM's MLA backend runs with on the named card (app.core.mla_rules.mla_block_size);
-    with no card named the configured one is kept and each family's pick is listed."""
-    if model.shape is None or not model.shape.is_mla:
-        return engine, ()
-    user_set = "block_size" in doc.engine.model_fields_set
-    family = gpu_family(doc.gpu.name if doc.gpu else None)
-    if family is None:
-        picks = family_block_sizes(version, engine.kv_cache_dtype, engine.block_size)
-        if all(size == engine.block_size for size in picks.values()):
-            return engine, ()
-        listed = ", ".join(f"{name} {size}" for name, size in picks.items())
-        return engine, (f"MLA block size: no GPU named, so the configured {engine.block_size} is kept; vLLM "
-                        f"{version} would pick {listed} tokens (app.core.mla_rules)",)
-    size = mla_block_size(version, family, engine.kv_cache_dtype, engine.block_size, user_set)
-    if size == engine.block_size:
-        return engine, ()
-    note = f"MLA block size {size} (not {engine.block_size}): what vLLM {version}'s MLA backend runs with on {family}"
-    return replace(engine, block_size=size), (note,)
 
 
 def _estimate_cudagraphs(given: bool | None, version: str) -> bool | None:
