@@ -423,15 +423,16 @@ def bytes_per_token_from_run(run: Mapping[str, Any]) -> int | None:
 
 
 def residuals(run: Mapping[str, Any], config: Mapping[str, object] | None, per_token: int | None = None,
-              memo: RankKVMemo | None = None) -> JSON:
+              memo: RankKVMemo | None = None, layout: Mapping[str, int] | None = None) -> JSON:
     """Blocks and tokens recomputed from each rank's parsed KV bytes, against the logged figures.
 
     Rank by rank where the log states a rank's own figure (per-worker lines of v0.8.2–v0.11.0),
     and for the engine: the minimum recomputed block count against the block count vLLM used.
     A logged block count that cannot fit the stated KV memory becomes a finding. `memo`: the
     model's KV geometry reused across the caller's runs (`RankKVMemo`); without one it is computed.
+    `layout`: the TP/PP given with the import, for a log that does not state them.
     """
-    rkv = _rkv_for_run(run, config, per_token, memo or RankKVMemo())
+    rkv = _rkv_for_run(run, config, per_token, memo or RankKVMemo(), layout or {})
     if rkv is None:
         return {
             "ranks": [],
@@ -522,15 +523,16 @@ def _overfull(rank: object, blocks: int, kv: int, page: int) -> JSON:
 
 
 def _rkv_for_run(run: Mapping[str, Any], config: Mapping[str, object] | None, per_token: int | None,
-                 memo: RankKVMemo) -> RankKV | None:
+                 memo: RankKVMemo, layout: Mapping[str, int]) -> RankKV | None:
     settings: Mapping[str, Any] = run.get("settings") or {}
     engine: Mapping[str, Any] = run.get("engine") or {}
     block_size = _as_int(engine.get("block_size")) or _as_int(settings.get("block_size")) or 16
     if config is not None:
         return memo.rank_kv(
             config,
-            tp=_as_int(settings.get("tensor_parallel_size")) or tp_from_ranks(run) or 1,
-            pp=_as_int(settings.get("pipeline_parallel_size")) or 1,
+            # what the log states, else what the import gave (its TP/PP fields), else the ranks it printed
+            tp=_as_int(settings.get("tensor_parallel_size")) or layout.get("tp") or tp_from_ranks(run) or 1,
+            pp=_as_int(settings.get("pipeline_parallel_size")) or layout.get("pp") or 1,
             kv_cache_dtype=str(settings.get("kv_cache_dtype") or "auto"),
             block_size=block_size,
             full_kv=_caches_full_kv(run, config),

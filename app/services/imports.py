@@ -37,7 +37,7 @@ def read_log(
     from app.services.log_residuals import add_residuals
 
     parsed = parse_log_text(text)  # = import_log(text, model_config), keeping the runs' grouping
-    firsts = add_residuals(parsed.get("runs", []), model_config)
+    firsts = add_residuals(parsed.get("runs", []), model_config, layout)
 
     def plan_of(index: int) -> tuple[JSON | None, str | None]:
         try:

@@ -19,7 +19,8 @@ from app.services.rank_kv_memo import RankKVMemo
 JSON = dict[str, Any]
 
 
-def _run_residuals(run: Mapping[str, Any], model_config: Mapping[str, object] | None, memo: RankKVMemo) -> JSON:
+def _run_residuals(run: Mapping[str, Any], model_config: Mapping[str, object] | None, memo: RankKVMemo,
+                   layout: Mapping[str, int] | None = None) -> JSON:
     """What `add_residuals` adds to one run: residuals against the model (given, or the catalogue
     entry the log names), the implied KV bytes per token and the findings of both."""
     extra: JSON = {}
@@ -30,7 +31,7 @@ def _run_residuals(run: Mapping[str, Any], model_config: Mapping[str, object] | 
         extra["catalogue_model"] = found[0] if found else None
     findings: list[JSON] = []
     try:
-        res = residuals(run, config, memo=memo)
+        res = residuals(run, config, memo=memo, layout=layout)
     except InputError as exc:
         res = {"ranks": [], "engine": None, "findings": []}
         findings.append({"code": "model_mismatch", "message": str(exc), "line": None})
@@ -39,14 +40,15 @@ def _run_residuals(run: Mapping[str, Any], model_config: Mapping[str, object] | 
     return {"set": extra, "findings": [*findings, *res["findings"]]}
 
 
-def add_residuals(runs: list[JSON], model_config: Mapping[str, object] | None) -> list[int]:
+def add_residuals(runs: list[JSON], model_config: Mapping[str, object] | None,
+                  layout: Mapping[str, int] | None = None) -> list[int]:
     """Per run of a parsed log, in place: `catalogue_model` (without a given model), `residuals`,
     `implied_kv_bytes_per_token` and their findings (`services.plans.import_log`); once per
     distinct run, the result shared by the runs that state the same. Returns that grouping
-    (`distinct_runs`)."""
+    (`distinct_runs`). `layout`: the TP/PP given with the import, for runs that do not state them."""
     firsts = distinct_runs(runs)
     memo = RankKVMemo()  # the model's KV geometry, once per config and layout of this log's runs
-    extras = per_distinct_run(runs, lambda i: _run_residuals(runs[i], model_config, memo), firsts)
+    extras = per_distinct_run(runs, lambda i: _run_residuals(runs[i], model_config, memo, layout), firsts)
     for run, extra in zip(runs, extras, strict=True):
         run.update(extra["set"])
         run.setdefault("findings", []).extend(extra["findings"])
