@@ -26,7 +26,8 @@ def _read(path: Path) -> str:
     return path.read_bytes().decode("utf-8", errors="replace")
 
 
-def slow_import_log(text: str, model_config: Mapping[str, object] | None = None) -> dict[str, Any]:
+def slow_import_log(text: str, model_config: Mapping[str, object] | None = None,
+                    layout: Mapping[str, int] | None = None) -> dict[str, Any]:
     parsed = parse_log_text(text)
     for run in parsed.get("runs", []):
         settings = run.get("settings") or {}
@@ -36,7 +37,7 @@ def slow_import_log(text: str, model_config: Mapping[str, object] | None = None)
             config = found[1] if found else None
             run["catalogue_model"] = found[0] if found else None
         try:
-            res = residuals(run, config)
+            res = residuals(run, config, layout=layout)  # the TP/PP the import gives, as read_log
         except InputError as exc:
             res = {"ranks": [], "engine": None, "findings": []}
             run.setdefault("findings", []).append({"code": "model_mismatch", "message": str(exc), "line": None})
@@ -48,7 +49,7 @@ def slow_import_log(text: str, model_config: Mapping[str, object] | None = None)
 
 def slow_read_log(text: str, model_config: Mapping[str, object] | None = None,
                   layout: Mapping[str, int] | None = None, model: Mapping[str, object] | None = None) -> Any:
-    parsed = slow_import_log(text, model_config)
+    parsed = slow_import_log(text, model_config, layout)
     docs: list[tuple[Any, str | None]] = []
     for index in range(len(parsed.get("runs") or [])):
         try:
