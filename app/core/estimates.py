@@ -213,6 +213,7 @@ def estimate_ranks(
     once (the weights estimate once per stage, its note once per distinct estimate) and shared by
     the stage's TP ranks, whose inputs differ only in their labels."""
     non_torch_cell, graphs_cell, act_mid, act_last = _row_cells(shape, ctx)
+    non_torch_cell = with_memory_in_use(non_torch_cell, ctx, total_bytes, free_at_start)
     total = Cell(total_bytes, "measured", "GPU memory size")
     free = Cell(free_at_start, "measured") if free_at_start is not None else None
     ranks: list[RankInput] = []
@@ -223,6 +224,24 @@ def estimate_ranks(
         ranks += [RankInput(f"{prefix}{tp_rank}", total, free, weights_cell, non_torch_cell, graphs_cell, act_cell)
                   for tp_rank in range(ctx.tp)]  # fmt: skip
     return tuple(ranks)
+
+
+def with_memory_in_use(non_torch: Cell, ctx: EstimateContext, total_bytes: int, free_at_start: int | None) -> Cell:
+    """The non-torch row plus the memory already in use on the card before vLLM starts (other
+    processes), where the version counts it: V0 before 0.6.5 and V1 before 0.9.1 take non-torch
+    memory as `mem_get_info` total − free after the profile run minus torch's allocated bytes —
+    every process on the device, not just this one (`Worker.determine_num_available_blocks`,
+    vllm/worker/worker.py @63f1fde27, v0.6.4; `Worker.determine_available_memory`,
+    vllm/v1/worker/gpu_worker.py @7423cf0a9, v0.8.5). Later versions take an init snapshot and
+    refuse to start instead when free memory is below the request (app.core.ledger `_preflight`)."""
+    if free_at_start is None or not counts_whole_device(ctx.rules.version, ctx.uses_v1):
+        return non_torch
+    in_use = max(0, total_bytes - free_at_start)
+    if in_use == 0:
+        return non_torch
+    note = (f"{non_torch.note}; + {in_use / GIB:.2f} GiB in use on the card before vLLM started "
+            "(total − free at start: other processes, which this version counts as non-torch)")
+    return Cell(non_torch.bytes + in_use, non_torch.source, note)
 
 
 def _stage_weight_cells(shape: ModelShape, ctx: EstimateContext) -> list[Cell]:

@@ -30,6 +30,7 @@ def _per_rank(shape: ModelShape, ctx: EstimateContext, total_bytes: int, free: i
     """estimate_ranks at main 342c530 (names aside)."""
     stages = estimates.weights_per_stage(shape, ctx.tp, ctx.pp, ctx.mxfp4_backend, ctx)
     non_torch_cell, graphs_cell, act_mid, act_last = estimates._row_cells(shape, ctx)
+    non_torch_cell = estimates.with_memory_in_use(non_torch_cell, ctx, total_bytes, free)  # rule added after 342c530
     total = Cell(total_bytes, "measured", "GPU memory size")
     free_cell = Cell(free, "measured") if free is not None else None
     ranks = []
