@@ -4,13 +4,15 @@ A plan that names no layout (a catalogue click: `/plan?model=llama-3.1-70b`) wou
 which for a 70B model on an 80 GB card "won't start" with every lever "0 gained". Instead the
 page opens at the fewest GPUs that start — TP first (one node, the degrees the model allows, up
 to 8), then pipeline stages of a full node (TP8 × PP2, × PP4, …) — and says that it chose it.
-"Starts" is vLLM's start-up rule as the plan computes it: every rank has KV memory and one
-max_model_len request fits (`will_start` of the result).
+A URL that gives its TP but no PP keeps that TP and opens at the smallest PP (1, 2, 4, … 16) that
+starts at it (`smallest_starting_pp`), saying so. "Starts" is vLLM's start-up rule as the plan
+computes it: every rank has KV memory and one max_model_len request fits (`will_start` of the
+result).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,32 +36,54 @@ class LayoutChoice:
     #: The settings the layouts were tried with (the document's, vLLM's defaults filled in), as
     #: "max_model_len 131,072, gpu_memory_utilization 0.92, bfloat16 weights, auto KV cache".
     settings: str = ""
+    #: Only the PP was chosen, at the TP the URL gives (`smallest_starting_pp`).
+    given_tp: bool = False
 
     @property
     def note(self) -> str:
         layout = _label(self.tp, self.pp)
         at = f" at {self.settings}" if self.settings else ""
+        does = "does" if len(self.tried) == 1 else "do"
+        if self.given_tp and not self.starts:
+            return (f"no PP up to {layout} starts at the URL's TP{self.tp} on {self.gpu}{at}: opened at TP{self.tp}; "
+                    "a larger TP or card, fp8 weights or fp8 KV, or a shorter max_model_len is needed")
+        if self.given_tp:
+            return (f"opened at {layout}: the smallest PP that starts at the URL's TP{self.tp} on {self.gpu}{at} "
+                    f"({', '.join(self.tried)} {does} not); set PP to change it")
         if not self.starts:
             return (f"no layout up to {layout} starts on {self.gpu}{at}: opened at TP1; a larger card, fp8 weights "
                     "or fp8 KV, or a shorter max_model_len is needed")
         return (f"opened at {layout}: the smallest layout that starts on {self.gpu}{at} "
-                f"({', '.join(self.tried)} {'does' if len(self.tried) == 1 else 'do'} not); set TP/PP to change it")
+                f"({', '.join(self.tried)} {does} not); set TP/PP to change it")
 
 
 def _label(tp: int, pp: int) -> str:
     return f"TP{tp}" if pp == 1 else f"TP{tp} × PP{pp}"
 
 
-def _candidates(doc: Mapping[str, Any]) -> list[tuple[int, int]]:
-    """Layouts by GPU count: the model's TP degrees up to one node, then full nodes stacked by PP."""
-    tps = [tp for tp in plans.allowed_tp(doc) if tp <= MAX_TP]
-    out = [(tp, 1) for tp in tps]
-    top = max(tps, default=1)
-    pp = 2
+def _pp_ladder() -> list[int]:
+    """The PP degrees tried above 1: 2, 4, … MAX_PP."""
+    out, pp = [], 2
     while pp <= MAX_PP:
-        out.append((top, pp))
+        out.append(pp)
         pp *= 2
     return out
+
+
+def _top_tp(allowed: Sequence[int]) -> int:
+    """The largest TP degree tried: the model's largest up to one node (1 when it allows none)."""
+    return max((tp for tp in allowed if tp <= MAX_TP), default=1)
+
+
+def _candidates(doc: Mapping[str, Any]) -> list[tuple[int, int]]:
+    """Layouts by GPU count: the model's TP degrees up to one node, then full nodes stacked by PP."""
+    allowed = plans.allowed_tp(doc)
+    out = [(tp, 1) for tp in allowed if tp <= MAX_TP]
+    return out + [(_top_tp(allowed), pp) for pp in _pp_ladder()]
+
+
+def _at(doc: Mapping[str, Any], tp: int, pp: int) -> dict[str, Any]:
+    return {**doc, "layout": {**(doc.get("layout") or {}), "tp": tp, "pp": pp}}
 
 
 def _result(doc: Mapping[str, Any]) -> dict[str, Any]:
@@ -111,12 +135,57 @@ def smallest_starting_layout(doc: Mapping[str, Any]) -> LayoutChoice | None:
     for tp, pp in candidates:
         if (tp, pp) == (1, 1):
             continue
-        layout = {**(doc.get("layout") or {}), "tp": tp, "pp": pp}
         try:
-            if _starts({**doc, "layout": layout}):
+            if _starts(_at(doc, tp, pp)):
                 return LayoutChoice(tp, pp, True, tuple(tried), _gpu_name(doc), settings)
         except InputError:
             pass
         tried.append(_label(tp, pp))
     last = candidates[-1] if candidates else (1, 1)
     return LayoutChoice(last[0], last[1], False, tuple(tried), _gpu_name(doc), settings)
+
+
+def keeps_tp1(tp1_starts: bool, allowed: Sequence[int]) -> bool:
+    """Whether `smallest_starting_layout` leaves the TP at 1 (it returns None, or a choice at TP1),
+    from the TP1 plan alone: TP1 starts, or the model allows no TP above 1 within a node
+    (`allowed`: the TP degrees vLLM accepts at PP1)."""
+    return tp1_starts or _top_tp(allowed) == 1
+
+
+def opens_at_tp1(doc: Mapping[str, Any]) -> bool:
+    """`keeps_tp1` of the document (True also when it cannot be planned: nothing is chosen),
+    without trying the larger layouts."""
+    try:
+        return _starts(doc) or keeps_tp1(False, plans.allowed_tp(doc))
+    except InputError:
+        return True
+
+
+def starts_at(doc: Mapping[str, Any], tp: int, pp: int) -> bool:
+    """Whether the document's plan starts at TP × PP (True when it cannot be planned there: there is
+    nothing to choose, and its own error shows instead)."""
+    try:
+        return _starts(_at(doc, tp, pp))
+    except InputError:
+        return True
+
+
+def smallest_starting_pp(doc: Mapping[str, Any], tp: int) -> LayoutChoice | None:
+    """At the TP a URL gives without a PP: the smallest PP (2, 4, … MAX_PP) at which the document's
+    plan starts, when PP1 does not; None when PP1 starts or the document cannot be planned at `tp`.
+    When none starts, the choice says so (`starts` False) and the plan stays at PP1."""
+    try:
+        first = _result(_at(doc, tp, 1))
+    except InputError:
+        return None
+    if first["will_start"]:
+        return None
+    settings, tried = _settings(first), [_label(tp, 1)]
+    for pp in _pp_ladder():
+        try:
+            if _starts(_at(doc, tp, pp)):
+                return LayoutChoice(tp, pp, True, tuple(tried), _gpu_name(doc), settings, given_tp=True)
+        except InputError:
+            pass
+        tried.append(_label(tp, pp))
+    return LayoutChoice(tp, MAX_PP, False, tuple(tried), _gpu_name(doc), settings, given_tp=True)

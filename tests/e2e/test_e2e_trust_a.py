@@ -101,7 +101,7 @@ def test_import_refuses_a_layout_that_is_not_a_whole_number_naming_the_field(tpa
 
 def test_a_plan_that_will_not_start_leads_with_why_and_its_levers_start(tpage: Any) -> None:
     """Item 4: Llama-3.1-70B on one 80 GiB GPU, then a 1 TiB manual budget at TP4."""
-    tpage.goto("/plan?model=llama-3.1-70b&gpu_total=80GiB&tp=1")
+    tpage.goto("/plan?model=llama-3.1-70b&gpu_total=80GiB&tp=1&pp=1")  # a TP alone opens at a PP that starts
     tpage.wait_for_selector("#chart-pool[data-drawn]", state="attached")
     first = tpage.evaluate("() => document.querySelector('#results .card').id")
     assert first == "not-starting"

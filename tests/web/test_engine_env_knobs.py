@@ -25,7 +25,8 @@ from .support import HX, TestClient
 
 CATALOGUE = Path(__file__).resolve().parents[2] / "app" / "data" / "catalogue"
 ENV_KNOBS = [k for k in KNOBS if k.env]
-DSV2 = {"model": "deepseek-v2-lite", "tp": "1"}  # TP stated: full K/V at 163,840 tokens opens at TP2 otherwise
+DSV2 = {"model": "deepseek-v2-lite", "tp": "1", "pp": "1"}  # layout stated: full K/V at 163,840 tokens opens at
+# TP2 otherwise (and at TP1 × PP2 with the TP alone)
 QWEN_0101 = {"model": "qwen2.5-7b-instruct", "vllm": "0.10.1"}
 QWEN_021 = {"model": "qwen2.5-7b-instruct", "vllm": "0.21.0"}
 
@@ -81,7 +82,7 @@ def test_mla_off_caches_full_kv(client: TestClient) -> None:
     assert ratio == pytest.approx(_mla_ratio()) and 10.5 < ratio < 10.8
     assert full["tokens"] < latent["tokens"]
     assert full["engine"]["mla_disable"] is True and latent["engine"]["mla_disable"] is False
-    assert full["url"] == "/plan?mla_off=true&model=deepseek-v2-lite&tp=1"
+    assert full["url"] == "/plan?mla_off=true&model=deepseek-v2-lite&pp=1&tp=1"  # TP1 × PP1 does not start
     assert any(n.startswith("VLLM_MLA_DISABLE=1") for n in full["notes"])
     assert not any("VLLM_MLA_DISABLE" in n for n in latent["notes"])
     # off is the default: it leaves the URL

@@ -13,7 +13,7 @@ from app.services import plans
 from .support import TestClient
 
 TIB_MANUAL = "/plan?model=llama-3.1-70b&gpu_total=80GiB&tp=4&kv_bytes=1TiB"
-TP1_70B = "/plan?model=llama-3.1-70b&gpu_total=80GiB&tp=1"
+TP1_70B = "/plan?model=llama-3.1-70b&gpu_total=80GiB&tp=1&pp=1"  # a TP alone opens at a PP that starts
 _LEVER = re.compile(r'<tr data-knob="([^"]+)" data-starts="(yes|no)">\s*<td>(?:<a href="([^"]+)">)?([^<]*)'
                     r'(?:</a>)?</td>\s*<td>(.*?)</td>', re.S)
 
@@ -81,7 +81,7 @@ def test_every_start_levers_link_opens_the_tokens_it_promised(client: TestClient
     """Llama-3.1-70B at TP2 on A100s does not start; its "a larger card: DGX Spark GB10" lever said
     266,304 tokens but its link opened 278,416: the lever kept the A100's interconnect (NCCL's
     non-torch memory on NVLink), the page takes the new card's own."""
-    query = "model=llama-3.1-70b&tp=2&gpu=A100+80GB&live=4000"
+    query = "model=llama-3.1-70b&tp=2&pp=1&gpu=A100+80GB&live=4000"  # TP2 alone opens at TP2 × PP2
     result = client.get(f"/plan.json?{query}").json()
     page = client.get(f"/plan?{query}").text
     assert not result["will_start"] and any(lv["knob"] == "gpu" for lv in result["start_levers"])

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from app.services import plan_query, plans
+from app.services import layout_choice, plan_query, plans
 from app.services.layout_choice import smallest_starting_layout
 from app.web.templating import RenderEvent
 
-from .support import TestClient
+from .support import HX, TestClient
 
 
 def _starts(model: str, gpu: str, tp: int, pp: int = 1) -> bool:
@@ -49,9 +49,10 @@ def test_each_model_opens_at_the_fewest_gpus_that_start(
 
 
 def test_a_given_layout_is_kept_even_when_it_does_not_start(client: TestClient) -> None:
-    tp1 = client.get("/plan.json?model=llama-3.1-70b&tp=1").json()
-    assert tp1["url"] == "/plan?model=llama-3.1-70b&tp=1" and tp1["layout"]["tp"] == 1 and not tp1["will_start"]
-    assert not any("opened at" in n for n in tp1["notes"])
+    # both given (a TP alone opens at the smallest PP that starts at it: test_layout_at_a_given_tp)
+    tp1 = client.get("/plan.json?model=llama-3.1-70b&tp=1&pp=1").json()
+    assert tp1["url"] == "/plan?model=llama-3.1-70b&pp=1&tp=1" and tp1["layout"]["tp"] == 1 and not tp1["will_start"]
+    assert tp1["layout"]["pp"] == 1 and not any("opened at" in n for n in tp1["notes"])
     tp4 = client.get("/plan.json?model=llama-3.1-70b&tp=4&util=0.85").json()
     assert tp4["url"] == "/plan?model=llama-3.1-70b&tp=4&util=0.85"
     pp2 = client.get("/plan.json?model=llama-3.1-70b&pp=2").json()
@@ -152,3 +153,148 @@ def test_the_opening_layout_is_the_smallest_that_run_plan_starts(client: TestCli
             query["quant"] = "fp8"
         shown = client.get("/plan.json", params=query).json()
         assert (shown["layout"]["tp"], shown["layout"]["pp"]) == _smallest_starting(query), query
+
+
+# -- a TP given without a PP: the smallest PP that starts at that TP --------------------------------
+# Stop 27's walk: /plan?model=llama-3.1-70b&gpu=L40S 48GB&tp=2 opened at TP2 × PP1, which does not
+# start: the PP was the one the TP1-based choice found (TP8 × PP1), not one tried at TP2.
+
+def _smallest_pp(query: dict[str, str], tp: int) -> int | None:
+    """The rule, stated independently: the first of PP 1, 2, 4, 8, 16 at which `plans.run_plan` of
+    the query's document at `tp` starts (None: none does)."""
+    return next((pp for pp in (1, 2, 4, 8, 16) if _run(query, tp, pp)["will_start"]), None)
+
+
+def test_layout_at_a_given_tp_is_the_smallest_pp_that_starts_at_it(client: TestClient) -> None:
+    query = {"model": "llama-3.1-70b", "gpu": "L40S 48GB"}
+    assert _smallest_pp(query, 2) == 4 and _smallest_starting(query) == (8, 1)  # not the TP1-based choice's PP1
+    shown = client.get("/plan.json", params={**query, "tp": "2"}).json()
+    assert (shown["layout"]["tp"], shown["layout"]["pp"]) == (2, 4) and shown["will_start"]
+    assert shown["blocks"] == _run(query, 2, 4)["blocks"]
+    (note,) = _opened(shown)
+    assert note.startswith("opened at TP2 × PP4: the smallest PP that starts at the URL's TP2 on L40S 48GB at "
+                           "max_model_len 131,072, gpu_memory_utilization 0.92, bfloat16 weights")
+    assert note.endswith("(TP2, TP2 × PP2 do not); set PP to change it")
+    assert shown["url"] == "/plan?gpu=L40S+48GB&model=llama-3.1-70b&tp=2"  # the chosen PP stays implicit
+    page = client.get("/plan", params={**query, "tp": "2"})
+    assert 'id="layout-choice"' in page.text and "the smallest PP that starts at the URL&#39;s TP2" in page.text
+
+
+def test_no_pp_starting_at_a_given_tp_is_said(client: TestClient) -> None:
+    shown = client.get("/plan.json?model=llama-3.1-405b&gpu=4GiB&tp=2").json()
+    assert (shown["layout"]["tp"], shown["layout"]["pp"]) == (2, 1) and not shown["will_start"]
+    assert any(n.startswith("no PP up to TP2 × PP16 starts at the URL's TP2 on a GPU of 4GiB") for n in shown["notes"])
+
+
+def test_the_pp_at_a_given_tp_is_the_smallest_that_run_plan_starts(client: TestClient) -> None:
+    rng = random.Random(28)
+    for _ in range(8):
+        query = {
+            "model": rng.choice(["llama-3.1-8b", "llama-3.1-70b", "qwen3-30b-a3b"]),
+            "gpu": rng.choice(["L4 24GB", "L40S 48GB", "A100 40GB"]),
+            "max_model_len": str(rng.choice([8192, 32768, 131072])),
+            "util": str(rng.choice([0.8, 0.9])),
+        }
+        tp = rng.choice([1, 2, 4])
+        shown = client.get("/plan.json", params={**query, "tp": str(tp)}).json()
+        assert shown["layout"]["tp"] == tp, query
+        assert shown["layout"]["pp"] == (_smallest_pp(query, tp) or 1), (query, tp)
+
+
+# -- the canonical URL: a given TP/PP is dropped only where the URL without it opens there too -----
+
+@pytest.mark.parametrize(("query", "url"), [
+    # 70B on H100 opens at TP4 (× PP1), saying so: a given TP4 is kept (its page has no note) ...
+    ("model=llama-3.1-70b&tp=4", "/plan?model=llama-3.1-70b&tp=4"),
+    # ... and a PP1 beside it dropped: /plan?model=llama-3.1-70b&tp=4 opens at PP1 too
+    ("model=llama-3.1-70b&pp=1&tp=4", "/plan?model=llama-3.1-70b&tp=4"),
+    # TP2 × PP1 does not start, and TP2 alone opens at TP2 × PP2: the PP1 is kept
+    ("model=llama-3.1-70b&pp=1&tp=2", "/plan?model=llama-3.1-70b&pp=1&tp=2"),
+    # TP1 does not start: a given TP1 is kept; PP1 alone is the opening layout's (TP4 × PP1): dropped
+    ("model=llama-3.1-70b&pp=1&tp=1", "/plan?model=llama-3.1-70b&pp=1&tp=1"),
+    ("model=llama-3.1-70b&pp=1", "/plan?model=llama-3.1-70b"),
+    # 405B opens at TP8 × PP2: PP1 is not the opening layout's, kept
+    ("model=llama-3.1-405b&pp=1", "/plan?model=llama-3.1-405b&pp=1"),
+    ("model=llama-3.1-405b&pp=2&tp=8", "/plan?model=llama-3.1-405b&pp=2&tp=8"),
+    # 8B starts at TP1: TP1 and PP1 are the opening layout, both dropped
+    ("model=llama-3.1-8b&pp=1&tp=1", "/plan"),
+    ("model=llama-3.1-8b&pp=1&tp=8", "/plan?tp=8"),
+])  # fmt: skip
+def test_the_canonical_url_keeps_a_given_layout_unless_it_is_the_opening_one(
+    client: TestClient, query: str, url: str
+) -> None:
+    shown = client.get(f"/plan.json?{query}").json()
+    assert shown["url"] == url
+    again = client.get(url.replace("/plan", "/plan.json", 1)).json()  # the canonical URL opens the same plan
+    assert (again["layout"], again["blocks"], again["url"]) == (shown["layout"], shown["blocks"], url)
+
+
+def test_the_canonical_url_opens_the_page_it_came_from(client: TestClient) -> None:
+    """Random queries with and without TP/PP: the canonical URL opens the same layout and the same
+    pool (a TP/PP dropped from it was the one the page opened at). Not always the same note: a PP1
+    given alone is dropped where the opening layout's PP is 1 (as before stop 28), and the URL
+    without it says "opened at"."""
+    rng = random.Random(2028)
+    for _ in range(14):
+        query = {"model": rng.choice(["llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b"]),
+                 "gpu": rng.choice(["L40S 48GB", "H100 80GB", "H200 141GB"]),
+                 "util": str(rng.choice([0.8, 0.9, 0.95]))}
+        for name in ("tp", "pp"):
+            if rng.random() < 0.6:
+                query[name] = str(rng.choice([1, 1, 2, 4, 8]))
+        shown = client.get("/plan.json", params=query).json()
+        again = client.get(shown["url"].replace("/plan", "/plan.json", 1)).json()
+        assert (again["layout"], again["blocks"]) == (shown["layout"], shown["blocks"]), (query, shown["url"])
+        for name in ("tp", "pp"):  # only a 1 is ever dropped
+            assert (name in query and query[name] != "1") <= (f"{name}=" in shown["url"]), (query, shown["url"])
+
+
+# -- a slider tick computes one plan ---------------------------------------------------------------
+
+class _PlanSpy:
+    """Counts the plans computed: `plans.run_plan` (the page's) and the layout choice's own."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.pages = self.choices = 0
+        run_plan, choice_result = plans.run_plan, layout_choice._result
+
+        def page(*args: Any, **kwargs: Any) -> dict[str, Any]:
+            self.pages += 1
+            return run_plan(*args, **kwargs)
+
+        def choice(*args: Any, **kwargs: Any) -> dict[str, Any]:
+            self.choices += 1
+            return choice_result(*args, **kwargs)
+
+        monkeypatch.setattr(plans, "run_plan", page)
+        monkeypatch.setattr(layout_choice, "_result", choice)
+
+    def reset(self) -> None:
+        self.pages = self.choices = 0
+
+
+@pytest.mark.parametrize("structure", [
+    "model=llama-3.1-8b&tp=8",  # the benchmark's tick (TP1 starts: the old choice tried it on every position)
+    "model=llama-3.1-70b&tp=4&pp=1&dp=1",  # the browser's form at 70B's opening layout (TP1, TP2, TP4 tried)
+    "model=llama-3.1-70b&tp=1&pp=1&dp=1",  # at a TP1 that does not start
+    "model=llama-3.1-405b&tp=8&pp=2",
+])  # fmt: skip
+def test_a_new_slider_position_with_its_tp_given_computes_one_plan(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch, structure: str
+) -> None:
+    spy = _PlanSpy(monkeypatch)
+    assert client.get(f"/plan?{structure}&util=0.90", headers=HX).status_code == 200  # the drag's first position
+    for util in ("0.51", "0.52", "0.87"):
+        spy.reset()
+        response = client.get(f"/plan?{structure}&util={util}", headers=HX)
+        assert response.status_code == 200 and (spy.pages, spy.choices) == (1, 0), (util, spy.pages, spy.choices)
+    assert client.get(f"/plan?{structure}&util=0.87", headers=HX).status_code == 200 and spy.pages == 1  # a revisit
+
+
+def test_keeps_tp1_is_the_full_choices_tp(client: TestClient) -> None:
+    """`layout_choice.opens_at_tp1` (the TP1 plan alone) agrees with `smallest_starting_layout`."""
+    for model, gpu in [("llama-3.1-8b", "L4 24GB"), ("llama-3.1-70b", "H100 80GB"), ("llama-3.1-405b", "4GiB"),
+                       ("qwen3-30b-a3b", "L4 24GB"), ("llama-3.1-70b", "H200 141GB")]:
+        doc = {"model": {"catalogue": model}, "gpu": {"name": gpu} if gpu[0].isalpha() else {"total": gpu}}
+        choice = smallest_starting_layout(doc)
+        assert layout_choice.opens_at_tp1(doc) == (choice is None or choice.tp == 1), (model, gpu)

@@ -74,8 +74,9 @@ def test_no_option_says_which_limit_fails(client: TestClient) -> None:
 
 
 def test_plan_page_links_to_sizing_when_it_misses(client: TestClient) -> None:
-    # TP2 on H100: the bf16 weights leave no KV room; the page links to /size with the model and length.
-    html = client.get("/plan?model=llama-3.1-70b&gpu=H100+80GB&tp=2&max_model_len=32768").text
+    # TP2 on H100: the bf16 weights leave no KV room; the page links to /size with the model and length
+    # (PP stated: TP2 alone opens at TP2 × PP2, which starts).
+    html = client.get("/plan?model=llama-3.1-70b&gpu=H100+80GB&tp=2&pp=1&max_model_len=32768").text
     link = re.search(r'id="size-link">[^<]*<a href="([^"]+)"', html)
     assert link is not None and "does not start" in html
     query = dict(parse_qsl(urlsplit(link.group(1).replace("&amp;", "&")).query))

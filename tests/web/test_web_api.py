@@ -26,9 +26,9 @@ def test_post_plan_returns_result_and_canonical_url(client: TestClient) -> None:
     assert twin == body
 
 
-# tp=1 stays in the URL where TP1 does not start at the query's own settings (20 GiB, fp8 KV):
-# a URL without it would open at another layout (views.opening_layout)
-@pytest.mark.parametrize("query", ["tp=2", "gpu=20GiB&kv_dtype=fp8&model=qwen3-8b&tp=1", "live=12000&pp=2&tp=2"])
+# tp=1 (and pp=1) stay in the URL where TP1 does not start at the query's own settings (20 GiB,
+# fp8 KV): a URL without it would open at another layout (opening.opening_layout, opening.opening_pp)
+@pytest.mark.parametrize("query", ["tp=2", "gpu=20GiB&kv_dtype=fp8&model=qwen3-8b&pp=1&tp=1", "live=12000&pp=2&tp=2"])
 def test_json_twin_equals_api_result(client: TestClient, query: str) -> None:
     twin = client.get(f"/plan.json?{query}").json()
     assert twin["url"] == f"/plan?{query}"

@@ -19,7 +19,7 @@ from app.services import deploy, imports, model_input, plan_query, plans
 from app.services.base_documents import BaseStore
 from app.web import cpu, querystring
 from app.web.openapi import body_schema, errors, register_body
-from app.web.plan import import_job, text_body, views
+from app.web.plan import import_job, opening, text_body
 
 router = APIRouter(prefix="/api/v1", tags=["api"])
 register_body("PlanDocument", PlanDocument)
@@ -43,12 +43,10 @@ def shareable_url(doc: dict[str, Any], result: dict[str, Any], bases: BaseStore)
     else a stored base document (`/plan?base=<id>`)."""
     query = plan_query.query_from_plan(doc)
     layout = doc.get("layout")
-    choice = views.opening_layout(query)
-    if choice is not None:  # a URL without TP/PP would open at another layout: state the document's
-        for name in ("tp", "pp"):
-            value = layout.get(name, 1) if isinstance(layout, dict) else 1
-            if not (value == 1 and getattr(choice, name) == 1):
-                query[name] = plan_query.canonical_value(name, str(value))
+    stated = {**query, **{name: plan_query.canonical_value(name, str(layout.get(name, 1) if isinstance(layout, dict)
+                                                                       else 1)) for name in ("tp", "pp")}}
+    # the plan page's rule: a TP/PP of 1 is left out where the URL without it opens at 1 too
+    opening.layout_in_url(query, stated, opening.known_plan(result))
     try:
         same = plans.run_plan(plan_query.plan_from_query(query), with_levers=False) == {**result, "levers": []}
     except InputError:

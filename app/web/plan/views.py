@@ -3,7 +3,7 @@
 `plan_view` resolves the optional base document, decides the defaults once (the knob table's
 fixed ones and vLLM's for the plan, `plan_inputs.engine_defaults`), drops values equal to them (so the
 canonical URL stays short although a range input always submits a value), builds and runs the
-plan, and returns the canonical query and URL. Presentation of the
+plan at the layout it opens at (`opening`), and returns the canonical query and URL. Presentation of the
 result (KPIs, admission rows, the rank table, form values) lives in `present.py` and its parts.
 """
 
@@ -17,14 +17,13 @@ from typing import Any
 
 from app.core.errors import InputError
 from app.core.json_rows import plain_result
-from app.ingest.catalogue import find_model
 from app.services import plan_inputs, plan_query, plans
 from app.services.base_documents import BaseStore
-from app.services.layout_choice import LayoutChoice, smallest_starting_layout
 from app.services.memo import PlanMemo, memoised, using
 from app.services.plan_terms import PlanTerms
 from app.services.prepared import PureCache
 from app.web import querystring
+from app.web.plan import opening
 
 #: Plans with more ranks than this compute their levers in a follow-up request.
 INLINE_LEVERS_MAX_RANKS = 64
@@ -66,53 +65,10 @@ def vllm_defaults(
     if base_doc is None:
         # A pure function of the structural keys alone: once per app (`app.services.memo`).
         key = tuple(sorted(structure.items()))
-        made = memoised(("vllm_defaults", key, _pins(structure)), lambda: tuple(_defaults(structure, None).items()))
+        made = memoised(("vllm_defaults", key, opening.pins(structure)),
+                        lambda: tuple(_defaults(structure, None).items()))
         return dict(made)
     return _defaults(structure, base_doc, _prepared(prepared, structure, base_doc))
-
-
-def opening_layout(query: Mapping[str, str]) -> LayoutChoice | None:
-    """The layout a plan without a base opens at when TP1 does not start (None: TP1 starts, or
-    the ranks are given; not `starts`: none does, and the plan opens at TP1 saying so). It fills
-    TP and PP where the URL leaves them out, and stays out of the
-    canonical URL; a TP or PP the URL gives is kept in it (TP1 included).
-
-    The layouts are tried on the document the query itself builds (`plan_query.plan_from_query`
-    of every knob it states but TP/PP: its max_model_len, util, quant, KV dtype, ...), so the
-    choice is the one `plans.run_plan` of the page's own document confirms, not the model's defaults'."""
-    if "base" in query:
-        return None
-    settings = {k: v for k, v in query.items() if k in plan_query.BY_KEY and k not in ("tp", "pp")}
-    if "ranks" in settings:
-        return None
-    return memoised(("opening_layout", tuple(sorted(settings.items())), _pins(settings)),
-                    lambda: _opening_layout(settings))  # once per app (`app.services.memo`)
-
-
-def _opening_layout(settings: Mapping[str, str]) -> LayoutChoice | None:
-    try:
-        doc = plan_query.plan_from_query(settings)
-    except InputError:
-        return None
-    return smallest_starting_layout(doc)
-
-
-def opened_document(query: Mapping[str, str], base_doc: Mapping[str, Any] | None) -> tuple[dict[str, Any], str | None]:
-    """The plan document a what-if query opens: `plan_query.plan_from_query`, at the opening
-    layout (`opening_layout`) where the query states no TP/PP; and the note saying so. The plan
-    page and the simulator (`app.web.sim.routes`) both take their document from here."""
-    doc = plan_query.plan_from_query(query, base_doc)
-    choice = opening_layout(query) if base_doc is None else None
-    note = _open_at(doc, query, choice) if choice is not None else None
-    return doc, note
-
-
-def _pins(structure: Mapping[str, str]) -> tuple[str | None, ...]:
-    """The config sha256 of the catalogue models a query names: part of every memo key computed
-    from it, so a changed catalogue is a new key."""
-    model, draft = structure.get("model"), structure.get("spec_model")
-    entry, draft_entry = find_model(model) if model else None, find_model(draft) if draft else None
-    return entry.sha256 if entry is not None else None, draft_entry.sha256 if draft_entry is not None else None
 
 
 def _defaults(
@@ -196,19 +152,20 @@ def _plan_view(
     prepared = cache.prepared if cache is not None else None
     defaults = vllm_defaults(query, base_doc, prepared)  # the one defaults rule, once per request
     query = plan_query.drop_defaults(query, defaults)
-    doc, note = opened_document(query, base_doc)
-    choice = opening_layout(query) if base_doc is None else None  # memoised: the one `opened_document` took
-    with_levers = _rank_count(doc) <= INLINE_LEVERS_MAX_RANKS if levers is None else levers
     terms = cache.terms if cache is not None and base_doc is None else None
-    result = plans.run_plan(doc, with_levers=with_levers, prepared=_prepared(prepared, query, base_doc), terms=terms,
-                            lazy_rows=cache is not None)  # the app's views: rows made as a page reads them
+    reuse = _prepared(prepared, query, base_doc)
+
+    def run(doc: dict[str, Any]) -> dict[str, Any]:
+        with_levers = _rank_count(doc) <= INLINE_LEVERS_MAX_RANKS if levers is None else levers
+        return plans.run_plan(doc, with_levers=with_levers, prepared=reuse, terms=terms,
+                              lazy_rows=cache is not None)  # the app's views: rows made as a page reads them
+
+    opened = opening.open_plan(query, base_doc, run)
+    doc, note, result = opened.doc, opened.note, opened.result
+    assert result is not None  # a runner was given
     canonical = canonical_query(query, doc, base_doc, defaults)
-    if choice is not None:  # the opening layout stays implicit; a given TP/PP stays given
-        for name in ("tp", "pp"):
-            canonical.pop(name, None)
-            given = plan_query.canonical_value(name, query[name]) if name in query else None
-            if given is not None and (given != "1" or given != str(getattr(choice, name))):
-                canonical[name] = given  # dropped only where it is both the fixed default and the choice
+    if base_doc is None:  # the opening layout stays implicit; a given TP/PP stays given
+        opening.layout_in_url(canonical, query, opened.known)
     return PlanView(canonical, querystring.page_url("/plan", canonical), doc, base_doc, result, defaults, note)
 
 
@@ -222,19 +179,6 @@ def _prepared(
     whatif = plan_query.whatif_keys(base_doc)
     rest = tuple(sorted((k, v) for k, v in query.items() if k not in whatif))
     return plan_inputs.Prepared(cache, rest)
-
-
-def _open_at(doc: dict[str, Any], query: Mapping[str, str], choice: LayoutChoice) -> str | None:
-    """Put the opening layout's TP/PP where the query leaves them out; the note saying so when it
-    chose both (issue 17 item 5)."""
-    layout = doc.get("layout") or {}
-    for key, value in (("tp", choice.tp), ("pp", choice.pp)):
-        if key not in query and choice.starts and layout.get(key, 1) != value:
-            doc["layout"] = layout = {**layout, key: value}  # only what differs from the document's own
-    if "tp" in query or "pp" in query:
-        return None
-    doc["notes"] = [*doc.get("notes", []), choice.note]
-    return choice.note
 
 
 def canonical_query(

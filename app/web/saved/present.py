@@ -25,7 +25,7 @@ from app.services import plan_query, saved_plans
 from app.services.base_documents import BaseStore
 from app.services.deployments import History, HistoryPoint, min_kv_bytes
 from app.web import querystring
-from app.web.plan import present, views
+from app.web.plan import opening, present
 from app.web.plan.charts import FONT, GIB
 from app.web.plan.views import PlanView
 
@@ -59,10 +59,10 @@ def edit_query(doc: Mapping[str, Any], bases: BaseStore) -> dict[str, str]:
 
 def _with_layout(query: dict[str, str], doc: Mapping[str, Any]) -> dict[str, str]:
     """State the document's TP and PP where a URL without them would open at another layout
-    (the smallest that starts, `views.opening_layout`): a saved TP1 plan's edit link opened TP4."""
-    choice = views.opening_layout(query)
+    (the smallest that starts, `opening.opening_layout`): a saved TP1 plan's edit link opened TP4; or
+    at another PP (`opening.opening_pp`: a TP given without a PP opens at the smallest PP that starts)."""
     layout = doc.get("layout")
-    if choice is not None:
+    if opening.opening_layout(query) is not None or opening.opening_pp(query) is not None:
         for name in ("tp", "pp"):
             value = layout.get(name, 1) if isinstance(layout, Mapping) else 1
             query.setdefault(name, str(value))

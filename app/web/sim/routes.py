@@ -37,7 +37,7 @@ from app.services.simulation import resolve_pool
 from app.web import htmx
 from app.web.deps import database
 from app.web.openapi import body_schema, errors, register_body
-from app.web.plan import views
+from app.web.plan import opening, views
 from app.web.querystring import page_url
 from app.web.responses import expect_page, render
 from app.web.sim import charts, forms
@@ -108,7 +108,7 @@ def _plan_doc(request: Request, plan_query: Mapping[str, str]) -> dict[str, Any]
     # The plan page's own document, at the layout it opens at when the query states no TP/PP (its
     # note says so): simulate that plan's pool, not the TP1 one the bare document would give.
     try:
-        return views.opened_document(plan_query, base_doc)[0]
+        return opening.opened_document(plan_query, base_doc)[0]
     except InputError as exc:
         raise exc.under("plan") from None
 

@@ -1,0 +1,221 @@
+"""The layout a plan page opens at, and the TP/PP its canonical URL states (issue 17 item 5).
+
+A URL without a layout opens at the smallest that starts (`layout_choice.smallest_starting_layout`,
+memoised per app as `opening_layout`); one with a TP but no PP at the smallest PP that starts at
+that TP (`opening_pp`); one with a PP alone at the first choice's TP. A given TP or PP stays in the
+canonical URL unless it is 1 and the URL without it opens at 1 too (`layout_in_url`).
+
+The choices are pure functions of the query's knobs but TP and PP (`_choice_settings`, their memo
+key with the catalogue's pins). A slider tick with its TP given runs none of them: its own plan is
+the first try of the PP choice (`open_plan` with the page's runner) and answers the canonical URL's
+questions (`Known`), so it computes exactly one plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from app.core.errors import InputError
+from app.ingest.catalogue import find_model
+from app.services import plan_query
+from app.services.layout_choice import (
+    LayoutChoice,
+    keeps_tp1,
+    opens_at_tp1,
+    smallest_starting_layout,
+    smallest_starting_pp,
+    starts_at,
+)
+from app.services.memo import memoised
+
+V = TypeVar("V")
+
+#: Plans already computed at a layout: (tp, pp) → (will_start, the TP degrees vLLM accepts there).
+Known = Mapping[tuple[int, int], tuple[bool, Sequence[int]]]
+
+
+def opening_layout(query: Mapping[str, str]) -> LayoutChoice | None:
+    """The layout a plan without a base opens at when TP1 does not start (None: TP1 starts, or
+    the ranks are given; not `starts`: none does, and the plan opens at TP1 saying so). It fills
+    TP and PP where the URL leaves both out (and the TP where it gives only the PP), and stays out
+    of the canonical URL; a TP or PP the URL gives is kept in it (TP1 included, `layout_in_url`).
+
+    The layouts are tried on the document the query itself builds (`plan_query.plan_from_query`
+    of every knob it states but TP/PP: its max_model_len, util, quant, KV dtype, ...), so the
+    choice is the one `plans.run_plan` of the page's own document confirms, not the model's defaults'."""
+    settings = _choice_settings(query)
+    if settings is None:
+        return None
+    return memoised(_choice_key("opening_layout", settings),  # once per app (`app.services.memo`)
+                    lambda: _on_document(settings, smallest_starting_layout))
+
+
+def opening_pp(query: Mapping[str, str]) -> LayoutChoice | None:
+    """The PP a plan without a base opens at when the URL gives its TP but no PP, and PP1 does not
+    start at that TP (`layout_choice.smallest_starting_pp`); None: PP1 starts, or nothing is chosen."""
+    settings = _choice_settings(query)
+    tp = _given_int(query, "tp")
+    if settings is None or tp is None or "pp" in query:
+        return None
+    return memoised(_choice_key("opening_pp", settings, tp),
+                    lambda: _on_document(settings, lambda doc: smallest_starting_pp(doc, tp)))
+
+
+def _choice_settings(query: Mapping[str, str]) -> dict[str, str] | None:
+    """What the opening choices read: the query's knobs but TP and PP; None where no layout is
+    chosen (a stored base, given ranks)."""
+    if "base" in query:
+        return None
+    settings = {k: v for k, v in query.items() if k in plan_query.BY_KEY and k not in ("tp", "pp")}
+    return None if "ranks" in settings else settings
+
+
+def _choice_key(kind: str, settings: Mapping[str, str], *more: int) -> tuple[object, ...]:
+    return (kind, tuple(sorted(settings.items())), pins(settings), *more)
+
+
+def _given_int(query: Mapping[str, str], name: str) -> int | None:
+    try:
+        return int(plan_query.canonical_value(name, query[name])) if name in query else None
+    except InputError:
+        return None  # the plan reports the bad value
+
+
+def _on_document(settings: Mapping[str, str], choose: Callable[[dict[str, Any]], V]) -> V | None:
+    try:
+        doc = plan_query.plan_from_query(settings)
+    except InputError:
+        return None
+    return choose(doc)
+
+
+def _starts_at(query: Mapping[str, str], tp: int, pp: int) -> bool:
+    """`layout_choice.starts_at` of the query's document at TP × PP, once per app."""
+    settings = _choice_settings(query)
+    if settings is None:
+        return True
+    return bool(memoised(_choice_key("starts_at", settings, tp, pp),
+                         lambda: _on_document(settings, lambda doc: starts_at(doc, tp, pp)) is not False))
+
+
+def _opens_at_tp1(query: Mapping[str, str], known: Known) -> bool:
+    """`layout_choice.opens_at_tp1` of the query's document: from the page's own plan when it
+    is at TP1 × PP1 (`keeps_tp1`), else once per app."""
+    settings = _choice_settings(query)
+    if settings is None:
+        return True
+    at_tp1 = known.get((1, 1))
+    if at_tp1 is not None:
+        return keeps_tp1(*at_tp1)
+    return bool(memoised(_choice_key("opens_at_tp1", settings),
+                         lambda: _on_document(settings, opens_at_tp1) is not False))
+
+
+def known_plan(result: Mapping[str, Any]) -> Known:
+    """A computed plan as `Known`: its layout → (will_start, allowed TP degrees)."""
+    layout = result.get("layout") or {}
+    return {(layout.get("tp", 1), layout.get("pp", 1)): (bool(result["will_start"]), result.get("allowed_tp") or ())}
+
+
+def layout_in_url(canonical: dict[str, str], query: Mapping[str, str], known: Known) -> None:
+    """The canonical URL's TP and PP, for a plan without a base: a TP or PP the query leaves out
+    stays out (the opening layout is implicit); one it gives stays, unless it is 1 and the URL
+    without it opens at 1 too (a TP1: `opening_layout` keeps TP1; a PP1 beside a given TP: PP1
+    starts at that TP; a PP1 alone: `opening_layout` keeps PP1). `known`: plans the caller has
+    computed (the page's own), so a slider tick with its TP given runs no other plan."""
+    if _choice_settings(query) is None:
+        return  # `plan_query.query_from_plan`'s rule: a 1 is the fixed default
+    for name in ("tp", "pp"):
+        canonical.pop(name, None)
+        if name not in query:
+            continue
+        given = plan_query.canonical_value(name, query[name])
+        if given != "1" or not _opens_at_one(name, query, known):
+            canonical[name] = given
+
+
+def _opens_at_one(name: str, query: Mapping[str, str], known: Known) -> bool:
+    """Whether the query without `name` (TP or PP, which it gives as 1) opens at 1 for it."""
+    if name == "tp":
+        return _opens_at_tp1(query, known)
+    tp = _given_int(query, "tp")
+    if tp is None:  # TP and PP both from `opening_layout`
+        choice = opening_layout(query)
+        return choice is None or choice.pp == 1
+    at = known.get((tp, 1))
+    return at[0] if at is not None else _starts_at(query, tp, 1)  # `opening_pp`: PP1 when it starts
+
+
+def opened_document(query: Mapping[str, str], base_doc: Mapping[str, Any] | None) -> tuple[dict[str, Any], str | None]:
+    """The plan document a what-if query opens: `plan_query.plan_from_query`, at the opening
+    layout where the query states no TP/PP (`opening_layout`, `opening_pp`); and the note saying
+    so. The plan page and the simulator (`app.web.sim.routes`) both take their document from here."""
+    opened = open_plan(query, base_doc)
+    return opened.doc, opened.note
+
+
+@dataclass(frozen=True)
+class Opened:
+    doc: dict[str, Any]
+    note: str | None
+    #: `run(doc)` when a runner was given, else None.
+    result: dict[str, Any] | None
+    #: Every plan `run` computed on the way: (tp, pp) → (will_start, allowed TP degrees).
+    known: Known
+
+
+def open_plan(
+    query: Mapping[str, str], base_doc: Mapping[str, Any] | None,
+    run: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> Opened:
+    """`opened_document`, with the caller's plan of it (`run`, the plan page's own runner) when
+    given. Where the query gives a TP but no PP, that plan at PP1 is the first try of the PP
+    choice: when it starts (a slider tick at a TP that starts), it is the only plan computed."""
+    doc = plan_query.plan_from_query(query, base_doc)
+    known: dict[tuple[int, int], tuple[bool, Sequence[int]]] = {}
+
+    def ran(doc: dict[str, Any]) -> dict[str, Any] | None:
+        if run is None:
+            return None
+        result = run(doc)
+        known.update(known_plan(result))
+        return result
+
+    if base_doc is not None or ("tp" in query and "pp" in query):
+        return Opened(doc, None, ran(doc), known)
+    if "tp" in query:
+        result = ran(doc)
+        if result is not None and result["will_start"]:
+            return Opened(doc, None, result, known)
+        choice = opening_pp(query)
+        if choice is None:
+            return Opened(doc, None, result, known)
+    else:
+        choice = opening_layout(query)
+        if choice is None:
+            return Opened(doc, None, ran(doc), known)
+    note = _open_at(doc, query, choice)
+    return Opened(doc, note, ran(doc), known)
+
+
+def pins(structure: Mapping[str, str]) -> tuple[str | None, ...]:
+    """The config sha256 of the catalogue models a query names: part of every memo key computed
+    from it, so a changed catalogue is a new key."""
+    model, draft = structure.get("model"), structure.get("spec_model")
+    entry, draft_entry = find_model(model) if model else None, find_model(draft) if draft else None
+    return entry.sha256 if entry is not None else None, draft_entry.sha256 if draft_entry is not None else None
+
+
+def _open_at(doc: dict[str, Any], query: Mapping[str, str], choice: LayoutChoice) -> str | None:
+    """Put the opening layout's TP/PP where the query leaves them out; the note saying so when it
+    chose both (issue 17 item 5), or the PP at the query's TP."""
+    layout = doc.get("layout") or {}
+    for key, value in (("tp", choice.tp), ("pp", choice.pp)):
+        if key not in query and choice.starts and layout.get(key, 1) != value:
+            doc["layout"] = layout = {**layout, key: value}  # only what differs from the document's own
+    if "pp" in query:  # the TP from `opening_layout`, beside a given PP: no note, as before
+        return None
+    doc["notes"] = [*doc.get("notes", []), choice.note]
+    return choice.note
