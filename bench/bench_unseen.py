@@ -73,6 +73,17 @@ UNSEEN: tuple[tuple[int, Case, tuple[str, ...]], ...] = (
     (27, Case(P + "63-v01011-gpt-oss-120b-mxfp4-4xa100-80gb-ray-4-nodes-tp4-util08-ansi.log", 0, "gpt-oss-120b",
               "A100 80GB", "0.10.1", 4, 0.8, 16384, max_num_batched_tokens=2048, interconnect="pcie",
               flashinfer_sampler=True), ("measured", "estimated")),
+    # stop 28: dariustanrd/tokenkaki's blog draft, an earlier stored version than file 42's (06-10, not 06-25): vLLM
+    # 0.9.2 (printed) on one A100-SXM4-40GB (the post's nvidia-smi), `vllm serve Qwen/Qwen3-8B` with no memory flags
+    # (util 0.9 and the model's 40960 tokens), 2048 batched tokens (printed), the native sampler ("FlashInfer is not
+    # available"): no case had v0.9.2 on an A100 40GB
+    (28, Case("55-v092-qwen3-8b-a100-40gb-tp1.log", 0, "qwen3-8b", "A100 40GB", "0.9.2", 1, 0.9, 40960,
+              max_num_batched_tokens=2048), ("measured", "estimated")),
+    # stop 28: abinavChandar/demo_env_l4's committed vllm.log (the repository is named for its L4; no other line names
+    # the card: the L4 preset's 22.05 GiB): vLLM 0.11.0 (printed), `vllm serve` Meta-Llama-3.1-8B-Instruct at 0.92 and
+    # 32000 tokens with 128 sequences (printed), 2048 batched tokens (printed), native sampler: no case had an L4 at TP1
+    (28, Case(P + "64-v0110-llama31-8b-l4-tp1-util092-seqs128.log", 0, "llama-3.1-8b", "L4 24GB", "0.11.0", 1, 0.92,
+              32000, max_num_batched_tokens=2048, max_num_seqs=128), ("measured", "estimated")),
 )  # fmt: skip
 
 

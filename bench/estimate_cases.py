@@ -293,6 +293,14 @@ SKIPS: tuple[Skip, ...] = (
     Skip(P + "63-v01011-gpt-oss-120b-mxfp4-4xa100-80gb-ray-4-nodes-tp4-util08-ansi.log",
          "a committed log file of dennislee22/vLLM-benchmarking (torch total not printed, preset assumed): scored as "
          "an unseen run by bench/bench_unseen.py (-2.9 %, logged weights), not in the fitted set"),
+    # stop 28's logs: scored as unseen runs by bench/bench_unseen.py, not fitted on
+    Skip("55-v092-qwen3-8b-a100-40gb-tp1.log",
+         "landed after the rules were written (stop 28): scored as an unseen run by bench/bench_unseen.py (+0.0 %), "
+         "not in the fitted set"),
+    Skip(P + "64-v0110-llama31-8b-l4-tp1-util092-seqs128.log",
+         "a committed log file of abinavChandar/demo_env_l4 (the card named only by the repository; torch total not "
+         "printed, the L4 preset assumed): scored as an unseen run by bench/bench_unseen.py (-6.3 %), not in the "
+         "fitted set"),
     # 45-52: llm-d-planner's v0.19.0 H100 sweep; no config.json found in a citable public copy (searched 2026-12-01:
     # the code index, inference-sim, aiconfigurator, mlc-ai/mlc-llm presets, TensorRT-LLM's test fixtures)
     Skip("45-v0190-gemma-3-4b-it-h100-tp1-vision.log", "gemma-3-4b-it: config.json not found in a citable copy"),

@@ -121,6 +121,10 @@ CATALOGUE_CASES = [
      (0, 10, 1)),
     ("public/63-v01011-gpt-oss-120b-mxfp4-4xa100-80gb-ray-4-nodes-tp4-util08-ansi.log", "gpt-oss-120b", 4, "marlin",
      (0, 10, 1)),
+    # stop 28, unseen before: Qwen3-8B on v0.9.2 (A100 40GB, file 42's blog, an earlier run) and Llama-3.1-8B on
+    # v0.11.0 (abinavChandar/demo_env_l4): 15.2683 and 14.9889 GiB logged
+    ("55-v092-qwen3-8b-a100-40gb-tp1.log", "qwen3-8b", 1, "marlin", (0, 9, 2)),
+    ("public/64-v0110-llama31-8b-l4-tp1-util092-seqs128.log", "llama-3.1-8b", 1, "marlin", (0, 11, 0)),
 ]  # fmt: skip
 # Compared by the tests below this table instead of CASES
 OTHER_TESTS = {
