@@ -84,6 +84,13 @@ UNSEEN: tuple[tuple[int, Case, tuple[str, ...]], ...] = (
     # 32000 tokens with 128 sequences (printed), 2048 batched tokens (printed), native sampler: no case had an L4 at TP1
     (28, Case(P + "64-v0110-llama31-8b-l4-tp1-util092-seqs128.log", 0, "llama-3.1-8b", "L4 24GB", "0.11.0", 1, 0.92,
               32000, max_num_batched_tokens=2048, max_num_seqs=128), ("measured", "estimated")),
+    # stop 28: kuuroooo/MindSafe's committed logs/vllm_server.log: vLLM 0.19.0 (printed), `vllm serve` of
+    # hugging-quants' Llama-3.1-70B AWQ INT4 at TP2 with --quantization awq (the plain AWQ kernels, not awq_marlin:
+    # printed), fp16, 8192 tokens, utilization 0.9 (the advice line), 2048 batched tokens (the compile range). The card:
+    # compute capability 8.0 (printed) is an A100/A800 or an A30; the logged 18.58 + 15.96 GiB at 0.9 need 38.4 GiB or
+    # more (not an A30) and leave 36 GiB unexplained on an 80 GB card: an A100 40GB, the SXM preset (inferred)
+    (28, Case(P + "65-v0190-llama31-70b-awq-2xa100-40gb-tp2-forced-awq.log", 0, "llama-3.1-70b-awq-int4", "A100 40GB",
+              "0.19.0", 2, 0.9, 8192, max_num_batched_tokens=2048), ("measured", "estimated")),
 )  # fmt: skip
 
 

@@ -75,6 +75,13 @@ CONFIG_VARIANTS: dict[str, tuple[str, dict[str, object] | None]] = {
     # Qwen2-7B-Instruct (public/58-62): the Qwen2Config it prints (search id 45416960623: hidden 3584, intermediate
     # 18944, 28 layers, 28 heads, 4 KV heads, vocab 152064, untied, bf16) is Qwen2.5-7B-Instruct's memory shape
     "qwen2-7b-instruct": ("qwen2.5-7b-instruct", None),
+    # hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4 (public/65): Llama-3.1-70B-Instruct with the
+    # quantization_config of a public copy of its config.json (huggingface.co/PatronusAI/Llama-3.1-70B-Instruct-AWQ-INT4
+    # config.json, "_name_or_path": "hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4"; same shape fields as the
+    # catalogue's Llama-3.1-70B)
+    "llama-3.1-70b-awq-int4": ("llama-3.1-70b", {"quant_method": "awq", "bits": 4, "group_size": 128,
+                                                 "zero_point": True, "version": "gemm",
+                                                 "modules_to_not_convert": None}),
 }  # fmt: skip
 
 
@@ -301,6 +308,10 @@ SKIPS: tuple[Skip, ...] = (
          "a committed log file of abinavChandar/demo_env_l4 (the card named only by the repository; torch total not "
          "printed, the L4 preset assumed): scored as an unseen run by bench/bench_unseen.py (-6.3 %), not in the "
          "fitted set"),
+    Skip(P + "65-v0190-llama31-70b-awq-2xa100-40gb-tp2-forced-awq.log",
+         "a committed log file of kuuroooo/MindSafe (the card inferred, not named; torch total not printed, the A100 "
+         "40GB preset assumed): scored as an unseen run by bench/bench_unseen.py (-9.4 % as first scored), not in "
+         "the fitted set"),
     # 45-52: llm-d-planner's v0.19.0 H100 sweep; no config.json found in a citable public copy (searched 2026-12-01:
     # the code index, inference-sim, aiconfigurator, mlc-ai/mlc-llm presets, TensorRT-LLM's test fixtures)
     Skip("45-v0190-gemma-3-4b-it-h100-tp1-vision.log", "gemma-3-4b-it: config.json not found in a citable copy"),
