@@ -127,6 +127,7 @@ CATALOGUE_CASES = [
     ("public/64-v0110-llama31-8b-l4-tp1-util092-seqs128.log", "llama-3.1-8b", 1, "marlin", (0, 11, 0)),
     # stop 28: hugging-quants' Llama-3.1-70B AWQ INT4 at TP2 on v0.19.0 (kuuroooo/MindSafe): 18.58 GiB logged
     ("public/65-v0190-llama31-70b-awq-2xa100-40gb-tp2-forced-awq.log", "llama-3.1-70b-awq-int4", 2, "marlin", V19),
+    ("public/66-v0171-llama31-8b-a100-80gb-tp1-fa2.log", "llama-3.1-8b", 1, "marlin", (0, 17, 1)),
 ]  # fmt: skip
 # Compared by the tests below this table instead of CASES
 OTHER_TESTS = {
