@@ -27,7 +27,8 @@ from pydantic import (
 from app.core.errors import InputError
 from app.core.gpus import resolve_gpu
 from app.core.units import MAX_BYTES, parse_bytes
-from app.ingest.vllm_serve import fill_from_serve
+from app.ingest.vllm_serve import filled_from_serve
+from app.schema_bounds import bound_message
 
 
 def _size(value: object) -> int:
@@ -348,7 +349,7 @@ class PlanDocument(_Strict):
     whatif: WhatIfDoc | None = None
     title: str | None = Field(default=None, max_length=200)
     # A `vllm serve` command line (or its args list) / a vLLM --config YAML: fills model, layout and
-    # engine (app.ingest.vllm_serve.fill_from_serve, run by validate_plan before this model).
+    # engine (app.ingest.vllm_serve.filled_from_serve, run by validate_plan before this model).
     serve: str | list[str] | None = Field(default=None, max_length=1000)
     vllm_config: str | None = Field(default=None, max_length=100_000)
     # What an imported log left unknown (issue 17 item 2): `ranks` then lists only the workers the
@@ -393,12 +394,22 @@ def validate_plan(doc: object) -> PlanDocument:
         return doc
     if not isinstance(doc, Mapping):
         raise InputError("", f"a plan document must be a JSON object, got {type(doc).__name__}")
-    filled = fill_from_serve(doc) if "serve" in doc or "vllm_config" in doc else dict(doc)
+    filled, written = filled_from_serve(doc) if "serve" in doc or "vllm_config" in doc else (dict(doc), {})
     filled = dict(_gpu_preset(filled))
     try:
         return PlanDocument.model_validate(filled)
     except ValidationError as exc:
-        raise _input_error(exc) from None
+        raise _as_written(_input_error(exc, PlanDocument), written) from None
+
+
+def _as_written(error: InputError, written: Mapping[str, str]) -> InputError:
+    """An error of a field the document's command line filled, under the flag as written there
+    ("serve --gpu-memory-utilization"): the user wrote the flag, not our field."""
+    where = written.get(error.field)
+    if where is None:
+        return error
+    flag = where.split(" ", 1)[1]
+    return error.as_written(where, flag, error.field, subject=error.field.rsplit(".", 1)[-1])
 
 
 def validate_whatif(section: object) -> WhatIfDoc | None:
@@ -414,16 +425,17 @@ def validate_section(model: type[_S], section: object, root: str) -> _S:
     try:
         return model.model_validate(section)
     except ValidationError as exc:
-        raise _input_error(exc, (root,)) from None
+        raise _input_error(exc, model, (root,)) from None
 
 
 _S = TypeVar("_S", bound=BaseModel)
 
 
-def _input_error(exc: ValidationError, root: tuple[str, ...] = ()) -> InputError:
+def _input_error(exc: ValidationError, model: type[BaseModel], root: tuple[str, ...] = ()) -> InputError:
+    """The first error of a validation, under its dotted path, in our words (bounds: app.schema_bounds)."""
     err = exc.errors(include_url=False)[0]
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-    message = str(err["msg"]).removeprefix("Value error, ")
+    message = bound_message(model, err, loc) or str(err["msg"]).removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         message = "unknown field (check the spelling)"
     return InputError(_path((*root, *loc)), message)

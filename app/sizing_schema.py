@@ -14,6 +14,7 @@ from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, model_
 
 from app.core.errors import InputError
 from app.core.gpus import resolve_gpu
+from app.schema_bounds import bound_message
 from app.schemas import MAX_TOKENS, ModelDoc, NoBoolNumbers, Size
 
 DEFAULT_GPUS = ("H100 80GB", "H200 141GB", "A100 80GB", "L40S 48GB")
@@ -163,7 +164,8 @@ def validate_sizing(doc: object) -> SizingDocument:
         validated = SizingDocument.model_validate(dict(doc))
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
-        message = str(err["msg"]).removeprefix("Value error, ")
+        loc = tuple(p for p in err["loc"] if isinstance(p, int) or _path((p,)))  # validator tags dropped
+        message = bound_message(SizingDocument, err, loc) or str(err["msg"]).removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             message = "unknown field (check the spelling)"
         raise InputError(_path(tuple(err["loc"])), message) from None

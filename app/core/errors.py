@@ -17,5 +17,14 @@ class InputError(ValueError):
         return InputError(path, self.message)
 
 
+    def as_written(self, field: str, written: str, read_as: str, subject: str = "") -> InputError:
+        """The same error under the name the user wrote (a vLLM flag, an environment variable, an
+        older key) for what we call `read_as`: the message names what they wrote, then says what it
+        is read as. `subject`: the name the message opens with, replaced by the written one."""
+        opens = bool(subject) and self.message.startswith(subject + " ")
+        body = written + self.message[len(subject):] if opens else f"{written}: {self.message}"
+        return InputError(field, f"{body} (read as {read_as})")
+
+
 class ConflictError(InputError):
     """The input names something that already exists (a taken slug): the web answers 409."""

@@ -43,6 +43,9 @@ class ServeReading:
     other_flags: list[dict[str, Any]] = field(default_factory=list)
     unknown_flags: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: Each document field the command filled → the flag (or --config YAML key) as it was written,
+    #: so that an error of the field names what the user wrote (`validate_plan`).
+    written: dict[str, str] = field(default_factory=dict)
 
     def document(self) -> dict[str, Any]:
         """The plan-document sections the command fills (model only when it names one we know)."""
@@ -121,21 +124,22 @@ def _normal(flag: str) -> str:
     return "--" + head.replace("_", "-") + dot + tail
 
 
-def _split_tokens(args: list[str]) -> list[tuple[str | None, str | None]]:
-    """(flag, value) pairs in order; a positional is (None, value); a bare flag (flag, None)."""
+def _split_tokens(args: list[str]) -> list[tuple[str | None, str | None, str]]:
+    """(flag, value, flag as written) in order; a positional is (None, value, ""); a bare flag
+    (flag, None, written)."""
     table = vllm_flag_table()
-    out: list[tuple[str | None, str | None]] = []
+    out: list[tuple[str | None, str | None, str]] = []
     i = 0
     while i < len(args):
         word = args[i]
         i += 1
         if not word.startswith("-") or word == "-" or re.fullmatch(r"-\d.*", word):
-            out.append((None, word))
+            out.append((None, word, ""))
             continue
-        flag, eq, value = word.partition("=")
-        flag = _normal(flag)
+        written, eq, value = word.partition("=")
+        flag = _normal(written)
         if eq:
-            out.append((flag, value))
+            out.append((flag, value, written))
             continue
         spec = table.get(flag.split(".")[0]) or (table.get("--" + flag[5:]) if flag.startswith("--no-") else None)
         takes = spec.arity == "value" if spec is not None else True
@@ -144,10 +148,10 @@ def _split_tokens(args: list[str]) -> list[tuple[str | None, str | None]]:
         nxt = args[i] if i < len(args) else None
         wants = takes or (spec is not None and spec.arity == "optional")
         if wants and nxt is not None and (not nxt.startswith("-") or re.fullmatch(r"-\d.*", nxt)):
-            out.append((flag, nxt))
+            out.append((flag, nxt, written))
             i += 1
             continue
-        out.append((flag, None))
+        out.append((flag, None, written))
     return out
 
 
@@ -159,7 +163,7 @@ def read_serve(command: str | Sequence[str], where: str = "serve") -> ServeReadi
 def read_args(args: list[str], where: str = "serve") -> ServeReading:
     reading = ServeReading()
     table = vllm_flag_table()
-    for flag, value in _split_tokens(args):
+    for flag, value, written in _split_tokens(args):
         if flag is None:
             if reading.model is None:
                 reading.model = value
@@ -180,7 +184,10 @@ def read_args(args: list[str], where: str = "serve") -> ServeReading:
             reading.other_flags.append({"flag": flag, "value": value, "vllm_flag": canonical.name,
                                         "removed_from_vllm": canonical.removed})
             continue
-        _take(reading, plan_flag, "false" if negated else value, flag, where)
+        if _take(reading, plan_flag, "false" if negated else value, flag, where):
+            # a --config YAML's key is written without the dashes config_args put before it
+            reading.written[f"{plan_flag.section}.{plan_flag.key}"] = (
+                written.removeprefix("--") if where == "vllm_config" else written)
     _offload(reading, where)
     _match_model(reading)
     return reading
@@ -205,7 +212,8 @@ def _offload(reading: ServeReading, where: str) -> None:
                                     "cpu_bytes": int(gib * 2**30)}
 
 
-def _take(reading: ServeReading, spec: PlanFlag, value: str | None, given: str, where: str) -> None:
+def _take(reading: ServeReading, spec: PlanFlag, value: str | None, given: str, where: str) -> bool:
+    """Put a plan flag's value in the reading; whether it filled the document field."""
     try:
         parsed = plan_value(spec, value)
     except ServeValueError as exc:
@@ -213,12 +221,13 @@ def _take(reading: ServeReading, spec: PlanFlag, value: str | None, given: str, 
             reading.other_flags.append({"flag": given, "value": value, "vllm_flag": spec.flag,
                                         "removed_from_vllm": False})
             reading.notes.append(f"{given} {value}: {exc}")
-            return
+            return False
         raise InputError(f"{where} {given}", str(exc)) from None
     if parsed is None:
         reading.notes.append(f"{given} {value}: left to vLLM's default (the plan derives it)")
-        return
+        return False
     (reading.layout if spec.section == "layout" else reading.engine)[spec.key] = parsed
+    return True
 
 
 def _match_model(reading: ServeReading) -> None:
@@ -288,10 +297,19 @@ def reading_of_document(doc: Mapping[str, Any]) -> ServeReading | None:
 def fill_from_serve(doc: Mapping[str, Any]) -> dict[str, Any]:
     """The plan document with `serve`/`vllm_config` filling model, layout and engine; fields the
     document states itself win. InputError when the command names no model the plan can size."""
+    return filled_from_serve(doc)[0]
+
+
+def filled_from_serve(doc: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """`fill_from_serve`, and each field it filled from the command → the flag as written there
+    ("engine.gpu_memory_utilization" → "serve --gpu-memory-utilization"), for its errors."""
     reading = reading_of_document(doc)
     out = dict(doc)
     if reading is None:
-        return out
+        return out, {}
+    where = "serve" if doc.get("serve") is not None else "vllm_config"
+    written = {path: f"{where} {name}" for path, name in reading.written.items()
+               if not _states(doc, path)}  # a field the document states itself is the document's
     filled = reading.document()
     for section in ("layout", "engine"):
         given = doc.get(section)
@@ -303,7 +321,13 @@ def fill_from_serve(doc: Mapping[str, Any]) -> dict[str, Any]:
         field_name = "serve" if doc.get("serve") is not None else "vllm_config"
         why = next((n for n in reading.notes if "model" in n), "the command names no model")
         raise InputError(field_name, why)
-    return out
+    return out, written
+
+
+def _states(doc: Mapping[str, Any], path: str) -> bool:
+    section, key = path.split(".", 1)
+    given = doc.get(section)
+    return isinstance(given, Mapping) and given.get(key) is not None
 
 
 def serve_notes(doc: Mapping[str, Any]) -> list[str]:

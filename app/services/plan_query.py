@@ -12,21 +12,18 @@ the transforms move them (and a measured KV room) rather than reinterpret them.
 
 from __future__ import annotations
 
-import dataclasses
-import types
-import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
 
-import annotated_types
-from pydantic import BaseModel
-
 from app.core.errors import InputError
 from app.core.gpus import DEFAULT_GPU, find_preset, nearest_presets
 from app.core.units import GIB, MIB, parse_bytes
+from app.schema_bounds import Limits, limits_at
 from app.schemas import PlanDocument
+
+__all__ = ["Limits"]  # the knob's bounds (`Knob.limits`) are the validator's: app.schema_bounds
 
 JSON = dict[str, Any]
 Kind = Literal["str", "int", "float", "size", "gpu", "bool"]
@@ -66,21 +63,6 @@ class Knob:
         """The bounds the validator (`app.schemas`) puts on the knob's document field."""
         found = LIMITS.get(self.path)
         return found if found is not None else validator_limits(self.path)
-
-
-@dataclass(frozen=True)
-class Limits:
-    """A field's bounds as the validator states them (None: unbounded on that side)."""
-
-    lo: float | None = None
-    hi: float | None = None
-    lo_open: bool = False  # gt rather than ge
-    hi_open: bool = False  # lt rather than le
-
-    def admits(self, value: float) -> bool:
-        above = self.lo is None or (value > self.lo if self.lo_open else value >= self.lo)
-        below = self.hi is None or (value < self.hi if self.hi_open else value <= self.hi)
-        return above and below
 
 
 #: THE knob table. Adding a knob: one row here, one field in `app.schemas`, one core transform
@@ -141,33 +123,11 @@ PATH_KEYS: Mapping[str, str] = MappingProxyType({
 _PARTS: Mapping[str, tuple[str, ...]] = MappingProxyType({k.path: tuple(k.path.split(".")) for k in KNOBS})
 
 
-def _unwrap(annotation: object) -> object:
-    """`X | None` → X (the model or scalar type behind an optional field)."""
-    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        return args[0] if len(args) == 1 else annotation
-    return annotation
-
-
 def validator_limits(path: str) -> Limits:
     """The bounds `app.schemas.PlanDocument` puts on the field at a dotted path (gt/ge, lt/le)."""
-    model: type[BaseModel] = PlanDocument
-    *parents, name = path.split(".")
-    for part in parents:
-        inner = _unwrap(model.model_fields[part].annotation)
-        assert isinstance(inner, type) and issubclass(inner, BaseModel), path
-        model = inner
-    limits = Limits()
-    for bound in model.model_fields[name].metadata:
-        if isinstance(bound, annotated_types.Ge):
-            limits = dataclasses.replace(limits, lo=float(bound.ge))  # type: ignore[arg-type]
-        elif isinstance(bound, annotated_types.Gt):
-            limits = dataclasses.replace(limits, lo=float(bound.gt), lo_open=True)  # type: ignore[arg-type]
-        elif isinstance(bound, annotated_types.Le):
-            limits = dataclasses.replace(limits, hi=float(bound.le))  # type: ignore[arg-type]
-        elif isinstance(bound, annotated_types.Lt):
-            limits = dataclasses.replace(limits, hi=float(bound.lt), hi_open=True)  # type: ignore[arg-type]
-    return limits
+    found = limits_at(PlanDocument, path.split("."))
+    assert found is not None, path
+    return found
 
 
 #: Each knob's bounds, read from the validator once at import (the schema is code, not input).

@@ -62,9 +62,12 @@ def error_context(exc: InputError, field_key: Callable[[str], str | None] | None
 async def input_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, InputError)
     status = 409 if isinstance(exc, ConflictError) else 422  # a taken slug: 409, on the form as well
+    declared = declared_page(request)
+    if declared is None or declared.field_key is None:  # the what-if keys: named as the request wrote them
+        exc = querystring.as_written(exc, request.query_params.multi_items())
     if wants_json(request.url.path):
         return error_json(exc.field, exc.message, status)
-    spec = declared_page(request) or ERROR_PAGE
+    spec = declared or ERROR_PAGE
     context = {**error_context(exc, spec.field_key), "status": status, "title": "Input error"}
     return render(request, spec, context, status_code=status)
 

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from app.core.errors import InputError
 from app.services import plan_query
 
 #: The what-if keys: the base document's id, then every knob of `app.services.plan_query.KNOBS`, then
@@ -58,6 +59,34 @@ def clean(params: Mapping[str, str] | Iterable[tuple[str, str]]) -> dict[str, st
     return out
 
 
+def written_keys(params: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The name the request wrote for each what-if key it sets through another name (a vLLM flag,
+    an environment variable, an older key): {"util": "gpu-memory-utilization"}. As `clean` reads
+    them, the last value of a key wins (and an empty one unsets it)."""
+    written: dict[str, str] = {}
+    for name, value in params:
+        key = LEGACY_KEYS.get(name, name)
+        if key in FIELD_KEYS_SET:
+            if value.strip():
+                written[key] = name
+            else:
+                written.pop(key, None)
+    return {key: name for key, name in written.items() if name != key}
+
+
+def as_written(exc: InputError, params: Iterable[tuple[str, str]]) -> InputError:
+    """An error of a what-if key the request set by another name, under that name: a link with
+    `gpu-memory-utilization=1.7` was told "gpu_memory_utilization … out of range" under `util`,
+    and did not see which of its inputs was wrong."""
+    key = field_key(exc.field) if exc.field else None
+    written = written_keys(params).get(key) if key is not None else None
+    if key is None or written is None:
+        return exc
+    path = plan_query.BY_KEY[key].path if key in plan_query.BY_KEY else key
+    read_as = key if path == key else f"{key}: {path}"
+    return exc.as_written(written, written, read_as, subject=exc.field.rsplit(".", 1)[-1])
+
+
 def encode(query: Mapping[str, str]) -> str:
     """A query string with keys sorted (no leading '?')."""
     return urlencode(sorted(query.items()))
@@ -78,7 +107,10 @@ def from_text(text: str) -> dict[str, str]:
 
 
 def field_key(field: str) -> str | None:
-    """The form key an InputError's dotted path belongs to ("engine.block_size" → "block_size")."""
+    """The form key an InputError's dotted path belongs to ("engine.block_size" → "block_size"; a
+    key the request wrote by another name, "gpu-memory-utilization" → "util")."""
     if field in FIELD_KEYS_SET:
         return field
+    if field in LEGACY_KEYS:
+        return LEGACY_KEYS[field]
     return plan_query.field_for_path(field)

@@ -37,9 +37,11 @@ def err_line(capsys: pytest.CaptureFixture[str]) -> str:
     [
         (lambda d: d["ranks"][0].update(total="80 GiBB"), "ranks[0].total", "unknown unit"),
         (lambda d: d["ranks"][0].update(weights="-3 GiB"), "ranks[0].weights", "negative"),
-        (lambda d: d["engine"].update(gpu_memory_utilization=1.5), "engine.gpu_memory_utilization", "less than"),
+        (lambda d: d["engine"].update(gpu_memory_utilization=1.5), "engine.gpu_memory_utilization",
+         "gpu_memory_utilization 1.5 is out of range: give a fraction in (0, 1]"),
         (lambda d: d["engine"].update(block_size="big"), "engine.block_size", "integer"),
-        (lambda d: d.update(layout={"tp": 0}), "layout.tp", "greater than"),
+        (lambda d: d.update(layout={"tp": 0}), "layout.tp",
+         "tp 0 is out of range: give a whole number from 1 to 4,096"),
         (lambda d: d["ranks"][0].update(totl="80 GiB"), "ranks[0].totl", "unknown field"),
         (lambda d: d.update(model={}), "model", "exactly one of"),
         (lambda d: d["engine"].pop("max_model_len"), "engine.max_model_len", "required"),

@@ -208,7 +208,7 @@ def test_an_out_of_range_number_gets_the_servers_message_in_its_slot(page: Any) 
     page.fill("#f-pp", "0")
     page.wait_for_function("() => document.querySelector('#err-pp').textContent.trim() !== ''")
     message = page.inner_text("#err-pp")
-    assert "greater than or equal to 1" in message, message
+    assert message == "pp 0 is out of range: give a whole number from 1 to 1,024", message
     with page.expect_response(lambda r: "util=0.77" in r.url and "pp=0" in r.url) as tick:
         page.evaluate("() => { const e = document.getElementById('f-util'); e.value = '0.77'; "
                       "e.dispatchEvent(new Event('input', {bubbles: true})); }")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from html import unescape
 from pathlib import Path
 from typing import Any
 
@@ -160,13 +161,18 @@ def test_cg_estimate_moves_the_cuda_graphs_in_and_out_of_the_budget(client: Test
                                               ("fi_sampler", "VLLM_USE_FLASHINFER_SAMPLER"),
                                               ("cg_estimate", "cg_estimate")])
 def test_a_value_that_is_not_a_boolean_is_refused_by_its_key(client: TestClient, key: str, sent_as: str) -> None:
+    """Refused under the name the request wrote (an environment variable, vLLM's field name), beside
+    the knob's input: before, `VLLM_USE_FLASHINFER_SAMPLER=maybe` was reported as `fi_sampler`."""
     response = client.get("/plan.json", params={**DSV2, sent_as: "maybe"})
     assert response.status_code == 422
-    assert response.json()["error"] == {"field": key, "message": "expected true or false, got 'maybe'"}
+    path = f"read as {key}: engine.{'mla_disable' if key == 'mla_off' else 'flashinfer_sampler'})"
+    message = "expected true or false, got 'maybe'" if sent_as == key else \
+        f"{sent_as}: expected true or false, got 'maybe' ({path}"
+    assert response.json()["error"] == {"field": sent_as, "message": message}
     page = client.get("/plan", params={**DSV2, sent_as: "maybe"})
     assert page.status_code == 422
     slot = re.search(rf'<span class="field-error" id="err-{key}" role="alert">([^<]*)</span>', page.text)
-    assert slot and "expected true or false" in slot.group(1)
+    assert slot and unescape(slot.group(1)) == message
 
 
 def test_cg_estimate_on_before_vllm_018_is_refused_beside_its_field(client: TestClient) -> None:
