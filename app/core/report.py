@@ -11,7 +11,7 @@ from app.core.dp_layout import dp_layout_of
 from app.core.explain import explain
 from app.core.kv_tiers import KVOffload, offload_env
 from app.core.lora import LoraSpec
-from app.core.plan import PlanResult, draft_kv_bpt, encoder_cache_of
+from app.core.plan import PlanInput, PlanResult, draft_kv_bpt, encoder_cache_of
 from app.core.prefix_pool import PrefixPool
 from app.core.rank_columns import all_start
 from app.core.report_ranks import budget_json, ranks_json
@@ -104,6 +104,30 @@ def flags(result: PlanResult) -> list[str]:
     return flag_strings(plan_flags(result))
 
 
+def quantization_json(plan: PlanInput) -> JSON:
+    """The model's quantization: as loaded (`--quantization fp8` online included) and the
+    checkpoint's. The checkpoint's is what the run's log states when it states one
+    (`model.quantization`: vLLM's resolved `quantization=` of the engine config line, or the linear
+    method of a "Using <Kernel> for <Method>" line), else the config.json's `quantization_config`;
+    `checkpoint_quantization_source` says which, and a config.json that says otherwise is shown
+    beside it (`config_quantization`). Before, an import of a compressed-tensors run with the bf16
+    catalogue model said `checkpoint_quantization: null`, the config's, against its own log."""
+    shape = plan.model.shape
+    config = shape.quantization if shape else None
+    stated = plan.model.stated_quantization
+    if stated is not None and stated == plan.engine.quantization and config is None:
+        stated = None  # `--quantization fp8` on the run: the log's method is the online one, not the checkpoint's
+    checkpoint = stated or config
+    out: JSON = {
+        "quantization": (shape.online_quantization if shape else None) or checkpoint,
+        "checkpoint_quantization": checkpoint,
+        "checkpoint_quantization_source": "log" if stated else "config" if config else None,
+    }
+    if stated is not None and config is not None and config != stated:
+        out["config_quantization"] = config
+    return out
+
+
 def result_to_dict(result: PlanResult, levers: list[JSON] | None = None, lazy: bool = False) -> JSON:
     """The JSON result; keys are a contract other tools read. `lazy`: its per-rank lists are
     `JsonRows` (rows made when read; `json_rows.plain_result` gives plain JSON)."""
@@ -126,8 +150,7 @@ def result_to_dict(result: PlanResult, levers: list[JSON] | None = None, lazy: b
             "kv_heads": shape.num_kv_heads if shape else None,
             "head_dim": shape.head_dim if shape else None,
             "dtype": shape.dtype if shape else None,
-            "quantization": (shape.online_quantization or shape.quantization) if shape else None,
-            "checkpoint_quantization": shape.quantization if shape else None,
+            **quantization_json(plan),
             "weight_bytes": shape.weight_bytes if shape else None,
         },
         "layout": {

@@ -58,6 +58,7 @@ _EXTRACTORS: tuple[tuple[Extractor, tuple[str, ...]], ...] = (
     (cfg.non_default_args, ("non-default args",)),
     (cfg.simple_settings, ("max model len", "block size to", "max_num_batched_tokens=", "Auto-fit max_model_len")),
     (cfg.sampler_path, cfg.SAMPLER_NEEDLES),
+    (cfg.kernel_method, cfg.KERNEL_NEEDLES),
     (cfg.errors, ("max seq len", "No available memory for the cache", "init engine (", "CUDA out of memory. Tried")),
     (ln.v0_profile_table, ("Memory profiling results:", *ln.TABLE_NEEDLES)),
 )

@@ -281,6 +281,29 @@ def sampler_path(seg: str) -> list[Fact]:
     return [Fact("settings", "flashinfer_sampler", False, m[0], 0, m.start())] if m else []
 
 
+# ---------------------------------------------------------------- the linear method's kernel
+#: "Using <Kernel> for <LinearMethod>", logged when a quantized checkpoint's layers pick a kernel:
+#: the method class names the quantization vLLM resolved (its `get_name()`). Sources, vLLM
+#: @fa2a33b89^: quantization/gptq_marlin.py:385 (GPTQMarlinLinearMethod, "gptq_marlin"),
+#: awq_marlin.py:436 ("awq_marlin"); @28be48fa9: auto_gptq.py:353 (AutoGPTQLinearMethod, "auto_gptq"),
+#: compressed_tensors/schemes/*.py (CompressedTensorsWNA16 / W4A8Fp8 / W4A8Int, "compressed-tensors").
+#: The "Using X for MXFP4/NVFP4/MXFP8 GEMM" lines name a format several methods share: not read.
+KERNEL_NEEDLES = ("LinearMethod", "for CompressedTensors")
+_KERNEL_LINE = re.compile(r"Using (\w{1,80}) for (GPTQMarlinLinearMethod|AWQMarlinLinearMethod|AutoGPTQLinearMethod|"
+                          r"CompressedTensors\w{1,40})")
+_METHOD_OF = {"GPTQMarlinLinearMethod": "gptq_marlin", "AWQMarlinLinearMethod": "awq_marlin",
+              "AutoGPTQLinearMethod": "auto_gptq"}
+
+
+def kernel_method(seg: str) -> list[Fact]:
+    """settings.quantization_method: the quantization a kernel line's linear method belongs to."""
+    m = _KERNEL_LINE.search(seg)
+    if m is None:
+        return []
+    method = _METHOD_OF.get(m[2], "compressed-tensors")
+    return [Fact("settings", "quantization_method", method, m[0], 0, m.start())]
+
+
 # ---------------------------------------------------------------- start-up errors
 _V0_MSL = re.compile(
     r"max seq len \(" + INT + r"\) is larger than the maximum number of tokens that can be stored in "

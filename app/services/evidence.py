@@ -150,7 +150,10 @@ def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) 
     if doc.model is None:
         data["model"] = _model_for_run(run, settings)
     stated = settings.get("quantization")
-    if isinstance(stated, str) and stated != "none" and isinstance(data.get("model"), dict):
+    if not isinstance(stated, str) or stated == "none":
+        # no engine config line: a kernel line's linear method (vllm_log_config.kernel_method)
+        stated = settings.get("quantization_method") if stated is None else None
+    if isinstance(stated, str) and isinstance(data.get("model"), dict):
         # The engine config line's `quantization=` is the method vLLM resolved for the checkpoint
         # (ModelConfig._verify_quantization, vllm/config/model.py @4dd49b06f): the measured weights
         # rows are that checkpoint's, even when the chosen catalogue model is its bf16 original.
