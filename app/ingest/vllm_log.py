@@ -33,6 +33,7 @@ from collections.abc import Callable
 
 from app.ingest import vllm_log_config as cfg
 from app.ingest import vllm_log_lines as ln
+from app.ingest import vllm_log_rank_index as rank_index
 from app.ingest.vllm_log_lines import Fact
 from app.ingest.vllm_log_model import Finding, LogParse, gc_paused, log_parse_to_json
 from app.ingest.vllm_log_prefix import identity_before
@@ -59,6 +60,7 @@ _EXTRACTORS: tuple[tuple[Extractor, tuple[str, ...]], ...] = (
     (cfg.simple_settings, ("max model len", "block size to", "max_num_batched_tokens=", "Auto-fit max_model_len")),
     (cfg.sampler_path, cfg.SAMPLER_NEEDLES),
     (cfg.kernel_method, cfg.KERNEL_NEEDLES),
+    (rank_index.assignment, rank_index.NEEDLES),
     (cfg.errors, ("max seq len", "No available memory for the cache", "init engine (", "CUDA out of memory. Tried")),
     (ln.v0_profile_table, ("Memory profiling results:", *ln.TABLE_NEEDLES)),
 )

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from app.ingest.vllm_log_layout import run_layout
 from app.ingest.vllm_log_model import Finding, Rank, Run, Semantics, Stated, Value, VersionInfo
 from app.ingest.vllm_log_prefix import DRIVER, Identity
+from app.ingest.vllm_log_rank_index import Assignment, index_ranks
 
 _MIN_FIELDS = ("kv_tokens", "max_concurrency", "num_gpu_blocks")
 _VERSION_NUM = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?")
@@ -58,6 +59,8 @@ class RunAcc:
     header_seen: bool = False
     conflicts: set[tuple[str, str]] = field(default_factory=set)
     closed_by: Identity | None = None  # the process that raised closed_code
+    #: Each pid-labelled worker's "is assigned as" line (app.ingest.vllm_log_rank_index)
+    assigned: dict[str, Assignment] = field(default_factory=dict)
     length: Value | None = None  # the max_model_len of the concurrency line or a start-up error
     stamps: dict[str, tuple[int, int, int, int, int]] = field(default_factory=dict)  # last header time per printer
 
@@ -293,7 +296,8 @@ def finish_run(acc: RunAcc) -> Run:
                 r.first_line,
             )
         )
-    findings = list(acc.findings) + notes
+    ranks, indexed = index_ranks(ranks, acc.assigned, acc.settings)
+    findings = list(acc.findings) + notes + indexed
     if acc.repeated:
         findings.append(
             Finding(

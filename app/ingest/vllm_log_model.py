@@ -90,6 +90,8 @@ class Rank:
     fields: Mapping[str, Stated]
     also: Mapping[str, tuple[Stated, ...]]
     first_line: int
+    #: How its TP/PP index is known when its prefix gives none (app.ingest.vllm_log_rank_index).
+    index_basis: str | None = None
 
 
 @dataclass(frozen=True)
@@ -176,6 +178,8 @@ def rank_to_json(r: Rank) -> dict[str, object]:
     out["process"] = r.process
     out["ip"] = r.ip
     out["parallel"] = dict(r.parallel)
+    if r.index_basis is not None:
+        out["index_basis"] = r.index_basis
     out["first_line"] = r.first_line
     return out
 

@@ -98,7 +98,8 @@ def _from_token(name: str, pid: int, ip: str | None, outer_dp: str | None) -> Id
     else:
         # no index of its own: the process is the rank. Ray's workers under a V1 engine
         # (`(EngineCore_0 pid=1159) (RayWorkerWrapper pid=1273, ip=10.42.11.243)`, public/62-63) are
-        # TP ranks told apart by pid and node only; the outer engine's DP index must not merge them
+        # TP ranks told apart by pid and node here; the outer engine's DP index must not merge them (the run
+        # then labels each by the TP/PP index its own "is assigned as" line states: vllm_log_rank_index)
         label = f"pid={pid}" + (f" ip={ip}" if ip else "")
     relayed = base.startswith("RayWorker") or not base or ip is not None
     return Identity(label, pid, ip, name or None, WORKER, tuple(parallel), relayed)

@@ -32,6 +32,7 @@ to the minimum; `num_gpu_blocks is: N` / `num_gpu_blocks_override` win over prin
 
 from __future__ import annotations
 
+from app.ingest import vllm_log_rank_index as rank_index
 from app.ingest.vllm_log_finish import RankAcc, RunAcc, finish_run
 from app.ingest.vllm_log_lines import Fact
 from app.ingest.vllm_log_model import Finding, Run, Stated
@@ -221,6 +222,9 @@ class RunBuilder:
                 or abs(float(new.value) - float(old.value)) > float(old.tolerance) + float(new.tolerance)
             ):
                 cur.settings[f.field] = new
+        elif scope == "assign":
+            if ident.kind == WORKER:  # a worker's own place in the world
+                rank_index.fold(cur.assigned, f, ident.label, line)
         elif scope in ("error", "note"):
             numbers = dict(f.numbers)
             if ident.kind != DRIVER:

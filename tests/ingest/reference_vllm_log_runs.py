@@ -3,6 +3,7 @@ whole as the reference of tests/ingest/test_vllm_log_fast_path.py (see reference
 
 from __future__ import annotations
 
+from app.ingest import vllm_log_rank_index as rank_index
 from app.ingest.vllm_log_finish import RankAcc, RunAcc, finish_run
 from app.ingest.vllm_log_lines import Fact
 from app.ingest.vllm_log_model import Finding, Run, Stated
@@ -184,6 +185,9 @@ class RunBuilder:
                 or abs(float(new.value) - float(old.value)) > float(old.tolerance) + float(new.tolerance)
             ):
                 cur.settings[f.field] = new
+        elif scope == "assign":  # added with app.ingest.vllm_log_rank_index: the same fold
+            if ident.kind == WORKER:
+                rank_index.fold(cur.assigned, f, ident.label, line)
         elif scope in ("error", "note"):
             numbers = dict(f.numbers)
             if ident.kind != DRIVER:

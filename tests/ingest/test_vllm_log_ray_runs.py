@@ -34,18 +34,21 @@ def test_public_62_is_one_tp2_start_with_both_ray_workers_whole() -> None:
     assert codes(doc) == ["hard_wrapped_input"]
     assert run["vllm_version"] == "0.10.1.1" and run["lines"][0] == 1
     assert run["layout"]["tp"]["value"] == 2
-    assert [r["rank"] for r in run["ranks"]] == ["pid=1384", "pid=374 ip=10.254.6.219"]
+    # labelled by the TP rank each worker states ("rank 0 in world size 2 is assigned as … TP rank 0")
+    assert [(r["rank"], r["pid"], r["ip"]) for r in run["ranks"]] == [("TP0", 1384, None), ("TP1", 374, "10.254.6.219")]
     assert {r["process"] for r in run["ranks"]} == {"RayWorkerWrapper"}
-    for r in run["ranks"]:
-        assert r["parallel"] == {"DP": 0}  # the EngineCore_0 around it
+    for i, r in enumerate(run["ranks"]):
+        assert r["parallel"] == {"DP": 0, "PP": 0, "TP": i}  # DP: the EngineCore_0 around it
+        assert r["index_basis"].startswith(f"stated: 'rank {i} in world size 2 is assigned as DP rank 0, PP rank 0, "
+                                           f"TP rank {i}' (line ")
         weights, printed = _gib(r, "weights_bytes")
         assert printed == "7.1217 GiB" and abs(weights - 7.1217) < 1e-4
         kv, printed = _gib(r, "kv_bytes")
         assert printed == "11.03 GiB" and abs(kv - 11.03) < 1e-4
     # the TP1 worker's lines cut mid-word by the wrap ('Model loading |took', 'Available KV cache me|mory')
-    remote = rank(run, "pid=374 ip=10.254.6.219")
+    remote = rank(run, "TP1")
     assert remote["evidence"]["weights_bytes"]["line"] == 83 and remote["evidence"]["kv_bytes"]["line"] == 102
-    assert rank(run, "pid=1384")["cuda_graph_bytes"] == round(1.00 * GIB)
+    assert rank(run, "TP0")["cuda_graph_bytes"] == round(1.00 * GIB)
     engine = run["engine"]
     assert (engine["kv_tokens"], engine["max_concurrency"], engine["max_concurrency_tokens"]) == (412944, 25.2, 16384)
     assert engine["num_gpu_blocks"] == 25809
@@ -58,13 +61,19 @@ def test_public_63_is_one_tp4_start_with_four_ray_workers() -> None:
     doc, run = _one_run("63")
     assert doc["findings"] == []
     assert run["vllm_version"] == "0.10.1.1" and run["layout"]["tp"]["value"] == 4
-    labels = [r["rank"] for r in run["ranks"]]
-    assert labels == ["pid=1273", "pid=343 ip=10.42.9.224", "pid=345 ip=10.42.11.243", "pid=345 ip=10.42.9.225"]
+    # pid 1273 and pid 345 on 10.42.11.243 state their TP rank; Ray collapsed the other two workers'
+    # 'is assigned as' lines into '[repeated 3x across cluster]': they keep their process label
+    labels = [(r["rank"], r["pid"], r["ip"]) for r in run["ranks"]]
+    assert labels == [("TP0", 1273, None), ("TP1", 345, "10.42.11.243"), ("pid=343 ip=10.42.9.224", 343, "10.42.9.224"),
+                      ("pid=345 ip=10.42.9.225", 345, "10.42.9.225")]
+    assert [r.get("index_basis", "")[:7] for r in run["ranks"]] == ["stated:", "stated:", "", ""]
+    (unknown,) = [f for f in run["findings"] if f["code"] == "rank_index_not_stated"]
+    assert "pid=343 ip=10.42.9.224, pid=345 ip=10.42.9.225" in unknown["message"] and unknown["ranks"] == 2
     for r in run["ranks"]:
         weights, printed = _gib(r, "weights_bytes")
         assert r["process"] == "RayWorkerWrapper" and printed == "17.2217 GiB" and abs(weights - 17.2217) < 1e-4
     # Ray collapsed the other workers' 'Available KV cache memory' lines: two ranks state it
-    for label, line in (("pid=345 ip=10.42.9.225", 104), ("pid=345 ip=10.42.11.243", 289)):
+    for label, line in (("pid=345 ip=10.42.9.225", 104), ("TP1", 289)):
         kv, printed = _gib(rank(run, label), "kv_bytes")
         assert printed == "45.32 GiB" and abs(kv - 45.32) < 1e-4
         assert rank(run, label)["evidence"]["kv_bytes"]["line"] == line
@@ -72,6 +81,33 @@ def test_public_63_is_one_tp4_start_with_four_ray_workers() -> None:
     engine = run["engine"]
     assert (engine["kv_tokens"], engine["max_concurrency"], engine["num_gpu_blocks"]) == (2640144, 284.25, 330018)
     assert "ray_deduplicated_lines" in codes(run) and "ranks_not_in_log" not in codes(run)
+
+
+def _without_assignment_of(text: str, tp: int) -> str:
+    """Public 62 with one worker's 'is assigned as' line gone (as an excerpt or Ray's dedup loses it)."""
+    lines = text.splitlines(keepends=True)
+    (at,) = [i for i, line in enumerate(lines) if f"TP rank {tp}, EP rank" in line]
+    start = max(i for i in range(at + 1) if "RayWorkerWrapper" in lines[i])  # the record's first (wrapped) line
+    return "".join(lines[:start] + lines[at + 1:])
+
+
+def test_public_62_without_one_workers_line_takes_the_index_left_by_elimination() -> None:
+    (path,) = PUBLIC.glob("62-*.log")
+    (run,) = runs(parsed(_without_assignment_of(read(path), 0)))
+    assert [r["rank"] for r in run["ranks"]] == ["TP0", "TP1"]
+    assert rank(run, "TP0")["pid"] == 1384
+    assert rank(run, "TP0")["index_basis"] == ("by elimination: the 2 workers of the world are in the log and the "
+                                               "others state TP1")
+    assert "rank_index_not_stated" not in codes(run)
+
+
+def test_public_62_without_either_workers_line_invents_no_index() -> None:
+    (path,) = PUBLIC.glob("62-*.log")
+    (run,) = runs(parsed(_without_assignment_of(_without_assignment_of(read(path), 0), 1)))
+    assert [r["rank"] for r in run["ranks"]] == ["pid=1384", "pid=374 ip=10.254.6.219"]
+    assert all("index_basis" not in r for r in run["ranks"])
+    (unknown,) = [f for f in run["findings"] if f["code"] == "rank_index_not_stated"]
+    assert unknown["ranks"] == 2 and "pid=1384, pid=374 ip=10.254.6.219" in unknown["message"]
 
 
 def test_a_ray_worker_under_an_engine_is_its_own_rank() -> None:
