@@ -222,6 +222,7 @@ def work_out_rank(inp: RankInput, rules: LedgerRules, ratio: tuple[int, int] | N
         problems += _manual_fit(inp, rules)
     elif inp.kv_room is not None:
         kv = inp.kv_room
+        problems += _room_above_budget(inp, requested)
     elif requested is not None and total is not None:
         graphs = inp.cuda_graphs if rules.cuda_graphs_in_budget else None
         inside = (inp.weights, inp.non_torch, inp.activation, graphs, inp.lora, inp.speculative)
@@ -276,12 +277,41 @@ def _preflight(inp: RankInput, requested: int | None, kv: Cell, rules: LedgerRul
     return out
 
 
+def _room_above_budget(inp: RankInput, requested: int | None) -> list[tuple[str, str]]:
+    """A measured KV room larger than the rank's budget cannot be: vLLM sizes KV inside
+    total × gpu_memory_utilization (seed 003's "131,072 blocks per GPU" of 80 KiB tokens is 160 GiB
+    on an 80 GB card). Said, not fatal: the evidence is wrong, not the start-up."""
+    room, total = inp.kv_room, inp.total
+    if room is None or requested is None or total is None or room.bytes <= requested:
+        return []
+    return [
+        (
+            "kv_room_above_budget",
+            f"rank {inp.label}: the KV room ({fmt_bytes(room.bytes)}) is more than the rank's budget "
+            f"({fmt_bytes(requested)} of {fmt_bytes(total.bytes)} total): the evidence contradicts itself; "
+            "check the GPU total, the utilization and the blocks or bytes the room came from",
+        )
+    ]
+
+
 def _manual_fit(inp: RankInput, rules: LedgerRules) -> list[tuple[str, str]]:
-    """With a manual KV size: non-KV rows + KV + operating reserve must fit free memory at start."""
+    """With a manual KV size: non-KV rows + KV + operating reserve must fit free memory at start,
+    and KV + operating reserve the rank's measured KV room (seed 001: a uniform 16 GiB is unsafe
+    on a rank with 12.9 GiB of room, whatever the average)."""
+    kv_bytes = rules.kv_cache_memory_bytes or 0
     room = inp.free_at_start or inp.total
+    measured = inp.kv_room
+    if measured is not None and kv_bytes + rules.operating_reserve_bytes > measured.bytes:
+        return [
+            (
+                "manual_does_not_fit",
+                f"rank {inp.label} will not fit --kv-cache-memory-bytes {kv_bytes}: {fmt_bytes(kv_bytes)} + "
+                f"{fmt_bytes(rules.operating_reserve_bytes)} reserve is more than its measured KV room "
+                f"({fmt_bytes(measured.bytes)})",
+            )
+        ]
     if room is None:
         return []
-    kv_bytes = rules.kv_cache_memory_bytes or 0
     need = _sum((inp.weights, inp.non_torch, inp.cuda_graphs, inp.activation, inp.lora, inp.speculative)) + kv_bytes
     need += rules.operating_reserve_bytes
     if need <= room.bytes:

@@ -36,6 +36,7 @@ from app.core.rank_columns import (
     kv_order,
     label_positions,
     labels_of,
+    measured_rooms,
     rank_columns,
     with_problems,
     work_out_columns,
@@ -333,6 +334,9 @@ def compute(plan: PlanInput, rkv: RankKV | None = None) -> PlanResult:
     admission = admit_columns(columns.labels, ledgers.kv_bytes, rkv, policy, unique, stage_kv)
     labels, rooms = known_rooms(ledgers)
     ordered = kv_order(ledgers)[1] if rooms is ledgers.kv_bytes else None  # every KV known: the rooms sorted once
+    measured = measured_rooms(ledgers) if plan.engine.kv_cache_memory_bytes is not None else None
+    if measured is not None:
+        (labels, rooms), ordered = measured, None
     budget = uniform_budget_columns(labels, rooms, plan.policy.operating_reserve_bytes, rkv, ordered)
     layout, engine = plan.layout, plan.engine
     link = plan.node.host_link if plan.node is not None else "pcie"

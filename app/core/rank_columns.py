@@ -330,6 +330,16 @@ def known_rooms(ledgers: RankLedgers) -> tuple[Sequence[str], Sequence[int]]:
     return [labels[i] for i in keep], [kvs[i] for i in keep]
 
 
+def measured_rooms(ledgers: RankLedgers) -> tuple[Sequence[str], list[int]] | None:
+    """Labels and measured KV rooms when every rank states one, else None. Under a manual
+    ``--kv-cache-memory-bytes`` the ledger's KV is the manual value itself, so the uniform budget
+    (seed 001: min(room − reserve)) is priced on these instead."""
+    cells = [r.kv_room for r in ledgers.columns.ranks]
+    if not cells or None in cells:
+        return None
+    return ledgers.columns.labels, [c.bytes for c in cells if c is not None]
+
+
 def frees_of(ledgers: Sequence[RankLedger]) -> list[int]:
     """The free memory at start of the ranks that state it."""
     if isinstance(ledgers, RankLedgers):

@@ -28,7 +28,7 @@ from app.core.in_flight import default_async_scheduling
 from app.core.kv_tiers import offload_flags
 from app.core.plan import PlanResult
 from app.core.prefix_pool import default_prefix_caching
-from app.core.rank_columns import inputs_of
+from app.core.rank_columns import inputs_of, with_problems
 
 Kind = Literal["int", "float", "bool", "str", "tokens", "bytes"]
 FlagValue = str | None  # None: a boolean flag given bare (`--enforce-eager`)
@@ -126,6 +126,10 @@ def uniform_budget_flag(result: PlanResult) -> tuple[int | None, str]:
         return None, "not every rank has a measured KV room: the budget comes from --gpu-memory-utilization"
     if budget.kv_cache_memory_bytes <= 0:
         return None, f"the operating reserve leaves rank {budget.binding_rank} no KV memory"
+    above = next((lg.label for lg in with_problems(result.ledgers)
+                  if any(code == "kv_room_above_budget" for code, _ in lg.problems)), None)
+    if above is not None:
+        return None, f"rank {above}'s KV room is more than its budget: the evidence contradicts itself"
     engine = plan.engine
     if result.rkv.max_concurrency(budget.blocks, engine.max_model_len, engine.max_num_batched_tokens) < 1:
         return None, (f"the uniform budget ({budget.blocks:,} blocks) holds no max_model_len "

@@ -131,6 +131,9 @@ def compute(plan: PlanInput) -> PlanResult:
     )  # fmt: skip
     admission = admit(tuple((lg.label, lg.kv.bytes) for lg in ledgers), rkv, policy)
     rooms = tuple((lg.label, lg.kv.bytes) for lg in ledgers if lg.kv.source != "default")
+    if plan.engine.kv_cache_memory_bytes is not None and ledgers and all(lg.inp.kv_room for lg in ledgers):
+        # under a manual budget the ledger's KV is the manual value: price the measured rooms
+        rooms = tuple((lg.label, lg.inp.kv_room.bytes) for lg in ledgers if lg.inp.kv_room is not None)
     budget = uniform_budget(rooms, plan.policy.operating_reserve_bytes, rkv)
     layout, engine = plan.layout, plan.engine
     link = plan.node.host_link if plan.node is not None else "pcie"

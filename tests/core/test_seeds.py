@@ -178,3 +178,110 @@ def test_seed003_llama70b_per_gpu(capsys: pytest.CaptureFixture[str]) -> None:
     assert 100 * tp4["per_request_bytes"] == 62.5 * GIB
     # "131,072 blocks per GPU" cannot fit an 80 GB card at 81,920 B/token
     assert 131_072 * tp4["page_bytes"] > 80 * GIB
+
+
+def test_seed001_a_uniform_16_gib_is_unsafe_on_the_weak_rank(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    # "Rank 2 is the ceiling. A uniform 16 GiB setting is unsafe even though the average available
+    # room is 16.4 GiB": a manual --kv-cache-memory-bytes above a rank's measured room fails that rank.
+    rooms = ["18.8 GiB", "17.6 GiB", "12.9 GiB", "16.4 GiB"]
+    assert round(sum((18.8, 17.6, 12.9, 16.4)) / 4, 1) == 16.4
+    doc: dict[str, Any] = {
+        "model": {"kv_bytes_per_token": 256 * KIB},
+        "layout": {"tp": 4},
+        "engine": {"max_model_len": 8192, "kv_cache_memory_bytes": "16 GiB"},
+        "ranks": [{"kv_room": r} for r in rooms],
+    }
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(doc))
+    assert main(["plan", str(path), "--check"]) == 1
+    out = capsys.readouterr().out
+    assert "CHECK FAILED rank_starts: rank 2 will not fit --kv-cache-memory-bytes 17179869184" in out
+    result = run_plan_cli(tmp_path, doc, capsys)
+    assert [r["will_start"] for r in result["ranks"]] == [True, True, False, True]
+    assert result["will_start"] is False
+    # the uniform budget is priced on the measured rooms, not on the manual value that replaced them
+    page = 16 * 256 * KIB
+    assert result["uniform_budget"]["kv_cache_memory_bytes"] == round(12.9 * GIB) // page * page
+    assert round(result["uniform_budget"]["stranded_bytes"] / GIB, 1) == 14.1  # 5.9 + 4.7 + 0 + 3.5
+    # at the uniform 12 GiB (after the 0.9 GiB reserve) every rank starts
+    doc["engine"]["kv_cache_memory_bytes"] = "12 GiB"
+    doc["policy"] = {"operating_reserve": "0.9 GiB"}
+    assert all(r["will_start"] for r in run_plan_cli(tmp_path, doc, capsys)["ranks"])
+
+
+def test_seed001_weakest_rank_after_capture(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # "If the weakest rank has 13.1 GiB after capture and policy requires 1 GiB free, the candidate
+    # budget is 12.1 GiB before block rounding"; "min 12 GiB, median 18 GiB: one-third removed".
+    doc = {
+        "model": {"kv_bytes_per_token": 256 * KIB},
+        "engine": {"max_model_len": 8192},
+        "policy": {"operating_reserve": "1 GiB"},
+        "ranks": [{"kv_room": "13.1 GiB"}, {"kv_room": "20 GiB"}],
+    }
+    ub = run_plan_cli(tmp_path, doc, capsys)["uniform_budget"]
+    assert ub["min_bytes"] == round(13.1 * GIB) - GIB
+    assert round(ub["min_bytes"] / GIB, 2) == 12.1
+    page = 16 * 256 * KIB
+    assert ub["kv_cache_memory_bytes"] == (round(13.1 * GIB) - GIB) // page * page == 12_989_759_488
+    doc["ranks"] = [{"kv_room": f"{x} GiB"} for x in (13, 19, 19, 21)]
+    ub = run_plan_cli(tmp_path, doc, capsys)["uniform_budget"]
+    assert (ub["min_bytes"], ub["median_bytes"]) == (12 * GIB, 18 * GIB)
+    assert ub["min_over_median"] == pytest.approx(2 / 3)
+
+
+def test_seed002_headroom_and_weights(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # "the gpu_memory_utilization=0.90 guard hands back another 2.4 to the driver"; "an 8B model holds
+    # eight billion parameters, and bf16 stores each of them in two bytes": Llama-3.1-8B's 8.03e9
+    # parameters are the seed's 16.06 GB of weights.
+    doc = {
+        "model": {"kv_bytes_per_token": 131072},
+        "engine": {"gpu_memory_utilization": 0.9, "max_model_len": 8192},
+        "ranks": [{"total": "24 GB", "weights": "16.06 GB", "non_torch": "1.8 GB"}],
+    }
+    rank = run_plan_cli(tmp_path, doc, capsys)["ranks"][0]
+    assert rank["headroom_bytes"] == 2_400_000_000 and rank["requested_bytes"] == 21_600_000_000
+    hidden, inter, vocab, layers, kv_dim = 4096, 14336, 128256, 32, 1024
+    per_layer = 2 * hidden * hidden + 2 * hidden * kv_dim + 3 * hidden * inter + 2 * hidden
+    params = 2 * vocab * hidden + layers * per_layer + hidden
+    assert params == 8_030_261_248 and round(2 * params / 1e9, 2) == 16.06
+    # vLLM's loaded weights add the rotary cos/sin cache (131,072 positions × 128 × bf16), which log
+    # 01 measures: "Loading model weights took 14.9888 GB" (GiB) = 16,094,076,928 B
+    est = run_plan_cli(tmp_path, {"model": {"catalogue": "llama-3.1-8b"}, "gpu": {"name": "H100 80GB"}}, capsys)
+    assert est["ranks"][0]["weights_bytes"] == 2 * params + 131072 * 128 * 2
+    assert round(est["ranks"][0]["weights_bytes"] / GIB, 4) == 14.9888
+
+
+def test_seed003_slips_and_the_impossible_block_count(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = DATA / "configs" / "llama31-70b.json"
+    # "320 KB × 8192 = 2.62 GB" mixes KiB with decimal GB: 327,680 B × 8,192 is 2.5 GiB (2.68 GB)
+    assert main(["kv-bytes", str(config), "--max-model-len", "8192", "--json"]) == 0
+    tp1 = json.loads(capsys.readouterr().out)
+    assert tp1["per_request_bytes"] == 327_680 * 8192 == 2_684_354_560 == 2.5 * GIB
+    # "70B parameter model in FP16 takes up 140 GB ... Weights per GPU = 35 GB" at TP4 on an A100 80GB
+    plan = {"model": {"catalogue": "llama-3.1-70b"}, "layout": {"tp": 4}, "gpu": {"name": "A100 80GB"},
+            "engine": {"gpu_memory_utilization": 0.9, "max_model_len": 8192}}
+    est = run_plan_cli(tmp_path, plan, capsys)
+    assert round(est["ranks"][0]["weights_bytes"] / 1e9) == 35
+    # "(80 GB × 0.90) − 35 GB weights − 6 GB activations leaves roughly 31 GB" (the seed's rows)
+    rows = {"total": "80 GB", "weights": "35 GB", "activation": "6 GB"}
+    seeds_rows = run_plan_cli(tmp_path, {"model": {"kv_bytes_per_token": 81920}, "ranks": [rows],
+                                         "engine": {"gpu_memory_utilization": 0.9, "max_model_len": 8192}}, capsys)
+    assert seeds_rows["ranks"][0]["kv_bytes"] == 31_000_000_000
+    # "Under 0.85 ... allocated 131,072 blocks per GPU": 131,072 × 16 × 81,920 B = 160 GiB of KV per
+    # rank on a 79.15 GiB card whose budget is 67.28 GiB. The plan says the evidence contradicts itself
+    # and deploys no --kv-cache-memory-bytes from it.
+    room = 131_072 * 16 * 81_920
+    assert room == 160 * GIB
+    doc = {"model": {"catalogue": "llama-3.1-70b"}, "layout": {"tp": 4}, "gpu": {"name": "A100 80GB"},
+           "engine": {"gpu_memory_utilization": 0.85, "max_model_len": 8192},
+           "policy": {"operating_reserve": "1 GiB"},
+           "ranks": [{"total": "79.15 GiB", "kv_room": room} for _ in range(4)]}
+    result = run_plan_cli(tmp_path, doc, capsys)
+    assert result["blocks"] == 131_072
+    above = [w for w in result["warnings"] if w["code"] == "kv_room_above_budget"]
+    assert len(above) == 4
+    said = "the KV room (160.00 GiB) is more than the rank's budget (67.28 GiB of 79.15 GiB total)"
+    assert said in above[0]["message"]
+    assert result["uniform_budget"]["in_flags"] is False
+    assert not any(f.startswith("--kv-cache-memory-bytes") for f in result["flags"])
