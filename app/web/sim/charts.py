@@ -29,9 +29,12 @@ CHARTS: tuple[tuple[str, str, str, str], ...] = (
     ("preemptions", "preemptions", "preemptions", ",d"),
 )
 BASIS_WORDS = {
-    "rule": "the highest level at or below the peak with no preemptions and at least 90 % of peak throughput",
+    "rule": "a step below the peak: the highest level below it with no preemptions (the peak sits at the "
+            "cliff's edge)",
+    # results saved before stop 28, under the rule that allowed the peak itself
     "fallback": "no level met both conditions, so this is the highest preemption-free level below the peak",
-    "none": "every level up to the peak preempts: no level is recommended (try lower levels or a larger pool)",
+    "none": "no level below the peak runs without preemptions: no level is recommended (try lower levels "
+            "or a larger pool)",
 }
 
 

@@ -4,8 +4,13 @@ prompts lognormal(6.6, 0.9) clipped to 64…8,192, 70 % sharing a 512-token pref
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+from app.cli import main
 from app.core.sim.io import simulate_from_json
 
 DOC: dict[str, Any] = {
@@ -39,5 +44,18 @@ def test_throughput_peaks_then_falls_as_hit_rate_collapses_and_preemptions_start
     assert levels[first_preempting]["prefix_hit_rate"] < baseline - 0.05  # the collapse begins
     assert min(lv["prefix_hit_rate"] for lv in levels) < 0.6 * baseline
     assert out["peak_concurrency"] == levels[peak]["concurrency"]
-    recommended = out["recommended_concurrency"]
-    assert isinstance(recommended, int) and recommended <= levels[peak]["concurrency"]
+    # "Throughput peaks at sixteen ... The operating point to choose is not the peak. It is a step or
+    # two below it — twelve, here"
+    assert out["peak_concurrency"] == 16
+    assert out["recommended_concurrency"] == 12
+
+
+def test_kvledger_simulate_recommends_a_step_below_the_peak(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "sim.json"
+    path.write_text(json.dumps(DOC))
+    assert main(["simulate", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["peak_concurrency"], out["recommended_concurrency"]) == (16, 12)
+    assert out["recommendation_basis"] == "rule"
+    assert "a step below the throughput peak" in out["recommendation_rule"]

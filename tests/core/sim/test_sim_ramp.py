@@ -57,7 +57,7 @@ def test_same_seed_same_output_golden() -> None:
     assert levels[3]["prefix_hit_rate"] == pytest.approx(0.2757288565465868, rel=1e-12)
     assert first["peak_concurrency"] == 16
     assert first["recommended_concurrency"] == 4
-    assert first["recommendation_basis"] == "fallback"
+    assert first["recommendation_basis"] == "rule"
     assert first["recommendation_rule"] == RECOMMENDATION_RULE
     plain = first["without_prefix"]
     assert isinstance(plain, dict)
@@ -144,16 +144,19 @@ def _fake(concurrency: int, tps: float, preemptions: int) -> dict[str, object]:
 
 
 def test_recommendation_rule() -> None:
-    levels = [_fake(1, 100.0, 0), _fake(2, 185.0, 0), _fake(4, 195.0, 0), _fake(8, 200.0, 3),
+    # a step below the peak, never the peak itself (seed 002: "The operating point to choose is not the
+    # peak. It is a step or two below it")
+    levels = [_fake(1, 100.0, 0), _fake(2, 185.0, 0), _fake(4, 195.0, 0), _fake(8, 200.0, 0),
               _fake(16, 150.0, 9)]
     assert peak_index(levels) == 3
-    assert recommend_index(levels) == (2, "rule")  # 195 >= 0.9 x 200, no preemptions
+    assert recommend_index(levels) == (2, "rule")  # the calm peak is not recommended
     levels[2]["preemptions"] = 1
-    assert recommend_index(levels) == (1, "rule")
+    assert recommend_index(levels) == (1, "rule")  # the highest calm level below the peak
     levels[1]["throughput_tokens_per_s"] = 150.0
-    assert recommend_index(levels) == (1, "fallback")  # highest calm level below the peak
+    assert recommend_index(levels) == (1, "rule")  # however far below the peak's throughput
     assert recommend_index([_fake(1, 10.0, 1), _fake(2, 20.0, 2)]) == (None, "none")
-    assert recommend_index([_fake(1, 10.0, 0), _fake(2, 10.0, 0)]) == (0, "rule")  # tie: lowest peak
+    assert recommend_index([_fake(1, 10.0, 0), _fake(2, 10.0, 0)]) == (None, "none")  # tie: the lowest peaks
+    assert recommend_index([_fake(1, 10.0, 0), _fake(2, 20.0, 0)]) == (0, "rule")
 
 
 def test_progress_and_cancel() -> None:
