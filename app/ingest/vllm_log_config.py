@@ -78,6 +78,8 @@ def _read_value(s: str, i: int) -> tuple[str, int]:
                 return s[i : m.start()].strip(), m.start()
         elif c in "([{":
             depth += 1
+        elif depth <= 0:  # an unmatched close: the end of the list this value is the last of
+            return s[i : m.start()].strip(), m.start()  # (V0's `… served_model_name=facebook/opt-125m)`)
         else:
             depth -= 1
     return s[i:].strip(), n

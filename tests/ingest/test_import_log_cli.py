@@ -126,3 +126,16 @@ def test_the_text_form_states_non_torch_and_cuda_graphs_where_the_log_does() -> 
     row = proc.stdout.splitlines()[1]
     assert "non-torch 256.0 MiB" in row and "cuda graphs 931.8 MiB" in row
     assert row.index("activation") < row.index("non-torch") < row.index("cuda graphs") < row.index("  kv ")
+
+
+@pytest.mark.parametrize(("name", "served"), [
+    ("public/35-v042-opt-125m-tp1-mml-only-in-engine-config.log", "facebook/opt-125m"),
+    ("public/52-v050post1-deepseek-v2-lite-tp1-weights-no-mla.log", "deepseek-ai/DeepSeek-V2-Lite"),
+])
+def test_the_last_key_of_a_v0_engine_config_leaves_its_closing_paren(name: str, served: str,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    # V0's "Initializing an LLM engine (v0.4.2) with config: model=..., served_model_name=facebook/opt-125m)"
+    # read as 'facebook/opt-125m)' (found importing seed 003's model line)
+    assert main(["import-log", str(LOGS / name), "--json"]) == 0
+    runs = json.loads(capsys.readouterr().out)["runs"]
+    assert [run["settings"]["served_model_name"] for run in runs] == [served] * len(runs)

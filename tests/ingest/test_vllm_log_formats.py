@@ -346,7 +346,8 @@ def test_same_error_from_two_ranks_stays_in_one_run() -> None:
 
 
 def _read_value_by_character(s: str, i: int) -> tuple[str, int]:
-    """The engine-config value reader as first written: one character at a time."""
+    """The engine-config value reader, one character at a time: a value ends at a comma outside
+    brackets or at a close bracket with no open one (the `)` that ends V0's config list)."""
     n = len(s)
     if i < n and s[i] in "'\"":
         j = s.find(s[i], i + 1)
@@ -358,6 +359,8 @@ def _read_value_by_character(s: str, i: int) -> tuple[str, int]:
         if c in "([{":
             depth += 1
         elif c in ")]}":
+            if depth <= 0:
+                break
             depth -= 1
         elif c == "," and depth <= 0:
             break
