@@ -9,7 +9,7 @@ from app.core.dp_layout import DPLayout
 from app.core.errors import InputError
 from app.core.estimates import EstimateContext, estimate_ranks
 from app.core.ledger import Cell, RankInput
-from app.core.plan import Engine, Layout, ModelInput, estimate_context
+from app.core.plan import Engine, Layout, ModelInput, check_rank_count, estimate_context
 from app.core.shape import ModelShape
 from app.schemas import PlanDocument, RankDoc
 from app.services.memo import memoised
@@ -81,6 +81,18 @@ def estimated_ranks(
     ranks = with_dp_weights(estimate_rows(model.shape, ctx, gpu.total, gpu.free_at_start), model, dp_layout,
                             ctx.mxfp4_backend, ctx.rules.version, ctx.max_num_batched_tokens)  # fmt: skip
     if gpu.count and gpu.count != len(ranks):
+        # the count obeys the rule `ranks` entries do: whole replicas of tp × pp workers (a TP8 × PP2
+        # plan with 8 GPUs dropped stage 1, the binding one, and showed more tokens than it has)
+        try:
+            check_rank_count(layout, gpu.count)
+        except InputError:
+            per = layout.tp * layout.pp
+            whole = f"{per}" if layout.dp == 1 else f"{per} or {per * layout.dp}"
+            raise InputError(
+                "gpu.count",
+                f"{gpu.count} GPUs do not make whole engines of tp={layout.tp} × pp={layout.pp} = {per} workers: "
+                f"give {whole}{', or a multiple of ' + str(per) if layout.dp == 1 else ''}, or leave it blank",
+            ) from None
         ranks = tuple(replace(ranks[i % len(ranks)], label=str(i)) for i in range(gpu.count))
     return ranks
 

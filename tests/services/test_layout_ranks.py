@@ -48,3 +48,24 @@ def test_readme_example_is_a_plan_that_runs() -> None:
     assert len(example["ranks"]) == example["layout"]["tp"] * example["layout"].get("pp", 1)
     result = run_plan(example, with_levers=False)
     assert [r["index"] for r in result["ranks"]] == list(range(len(example["ranks"])))
+
+
+def estimated(tp: int, pp: int, count: int, dp: int = 1) -> dict[str, object]:
+    return {"model": {"catalogue": "llama-3.1-70b"}, "layout": {"tp": tp, "pp": pp, "dp": dp},
+            "gpu": {"name": "H100 80GB", "count": count}}
+
+
+@pytest.mark.parametrize(("tp", "pp", "dp", "count"), [(8, 2, 1, 8), (4, 1, 1, 2), (4, 1, 2, 6), (2, 2, 1, 6)])
+def test_a_gpu_count_that_is_not_whole_engines_is_refused(tp: int, pp: int, dp: int, count: int) -> None:
+    # TP8 × PP2 with 8 GPUs kept stage 0 only and planned 3,204,864 tokens (the binding stage 1 dropped)
+    with pytest.raises(InputError) as err:
+        run_plan(estimated(tp, pp, count, dp), with_levers=False)
+    assert err.value.field == "gpu.count"
+    assert f"{count} GPUs do not make whole engines of tp={tp} × pp={pp} = {tp * pp} workers" in err.value.message
+
+
+def test_a_gpu_count_of_whole_engines_plans_every_stage() -> None:
+    full = run_plan(estimated(8, 2, 16), with_levers=False)
+    assert len(full["ranks"]) == 16 and full["tokens"] == run_plan(
+        {**estimated(8, 2, 16), "gpu": {"name": "H100 80GB"}}, with_levers=False)["tokens"]
+    assert len(run_plan(estimated(4, 1, 8), with_levers=False)["ranks"]) == 8  # two replicas
