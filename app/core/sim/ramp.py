@@ -20,7 +20,8 @@ RECOMMENDATION_RULE = (
     "a step below the throughput peak (output tokens/s): the highest concurrency below the peak with "
     "no preemptions, since the peak sits at the cliff's edge and production's length tail is heavier "
     "than the sample's (seed 002: peak 16, operate at 12); none if no level below the peak runs "
-    "without preemptions"
+    "without preemptions. When the peak is the ramp's top level the cliff lies beyond the ramp: the "
+    "highest preemption-free level tried (recommendation_basis 'ramp_top'; add higher levels)"
 )
 
 
@@ -85,11 +86,14 @@ def peak_index(levels: Sequence[dict[str, object]]) -> int:
 
 
 def recommend_index(levels: Sequence[dict[str, object]]) -> tuple[int | None, str]:
-    """Index of the level :data:`RECOMMENDATION_RULE` picks (or None) and the basis: ``"rule"`` or
-    ``"none"`` (results stored before stop 28 may also say ``"fallback"``)."""
+    """Index of the level :data:`RECOMMENDATION_RULE` picks (or None) and the basis: ``"rule"``,
+    ``"ramp_top"`` or ``"none"`` (results stored before stop 28 may also say ``"fallback"``)."""
     peak = peak_index(levels)
-    calm = [i for i in range(peak) if levels[i]["preemptions"] == 0]
-    return (calm[-1], "rule") if calm else (None, "none")
+    top = peak == len(levels) - 1  # throughput still rising at the last level: no cliff in the ramp
+    calm = [i for i in range(peak + 1 if top else peak) if levels[i]["preemptions"] == 0]
+    if not calm:
+        return None, "none"
+    return calm[-1], "ramp_top" if top else "rule"
 
 
 def simulate(cfg: SimConfig, rng: random.Random, *, progress: Progress | None = None,

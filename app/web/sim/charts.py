@@ -31,6 +31,8 @@ CHARTS: tuple[tuple[str, str, str, str], ...] = (
 BASIS_WORDS = {
     "rule": "a step below the peak: the highest level below it with no preemptions (the peak sits at the "
             "cliff's edge)",
+    "ramp_top": "throughput still rises at the ramp's top level, so the cliff lies beyond it: the highest "
+                "level tried without preemptions (add higher levels to find the peak)",
     # results saved before stop 28, under the rule that allowed the peak itself
     "fallback": "no level met both conditions, so this is the highest preemption-free level below the peak",
     "none": "no level below the peak runs without preemptions: no level is recommended (try lower levels "

@@ -156,7 +156,9 @@ def test_recommendation_rule() -> None:
     assert recommend_index(levels) == (1, "rule")  # however far below the peak's throughput
     assert recommend_index([_fake(1, 10.0, 1), _fake(2, 20.0, 2)]) == (None, "none")
     assert recommend_index([_fake(1, 10.0, 0), _fake(2, 10.0, 0)]) == (None, "none")  # tie: the lowest peaks
-    assert recommend_index([_fake(1, 10.0, 0), _fake(2, 20.0, 0)]) == (0, "rule")
+    # the peak at the ramp's top: the cliff lies beyond the ramp, so the top is not "the cliff's edge"
+    assert recommend_index([_fake(1, 10.0, 0), _fake(2, 20.0, 0)]) == (1, "ramp_top")
+    assert recommend_index([_fake(1, 10.0, 0), _fake(2, 20.0, 3)]) == (0, "ramp_top")
 
 
 def test_progress_and_cancel() -> None:
