@@ -256,9 +256,25 @@ def blocks(seg: str) -> list[Fact]:
     for m in _NUM_BLOCKS_FINAL.finditer(seg):
         out.append(count("engine", "num_gpu_blocks_final", m[1], m.start()))
     for m in _OVERRIDE.finditer(seg):
+        if _is_graph_profiling_override(m[1]):
+            continue
         out.append(count("engine", "num_gpu_blocks_profiled", m[1], m.start()))
         out.append(count("engine", "num_gpu_blocks_final", m[2], m.start()))
     return out
+
+
+def _is_graph_profiling_override(profiled: str) -> bool:
+    """'Overriding num_gpu_blocks=0 with num_gpu_blocks_override=N' is the CUDA-graph memory profile's
+    minimal KV cache, not the engine's.
+
+    `GPUModelRunner._init_minimal_kv_cache_for_profiling` (vllm/v1/worker/gpu_model_runner.py, since
+    ebb9cc5f2, PR #30515, 2026-03-07; @4dd49b06f, v0.19) sets `num_gpu_blocks_override` to
+    max_cudagraph_capture_size and calls `get_kv_cache_config_from_groups(available_memory=0)`, whose
+    override branch (vllm/v1/core/kv_cache_utils.py) logs the line with 0 profiled blocks. The engine's
+    own sizing (`get_kv_cache_configs`) raises "No available memory for the cache blocks" for
+    available memory <= 0 before it gets there, so an engine override never prints 0 profiled blocks.
+    """
+    return int(profiled.replace(",", "")) == 0
 
 
 _KV_AVAILABLE = re.compile(r"Available KV cache memory: " + N + r" ?GiB")

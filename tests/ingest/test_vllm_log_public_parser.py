@@ -100,3 +100,22 @@ def test_override_with_consistent_tokens_is_an_info_finding() -> None:
     (run,) = runs(parsed(text))
     (f,) = [f for f in run["findings"] if f["code"] == "num_gpu_blocks_override"]
     assert f["severity"] == "info" and run["engine"]["num_gpu_blocks"] == 100
+
+
+def test_graph_profiling_minimal_cache_override_is_not_the_engines() -> None:
+    # public/65's worker lines with the two override lines its stored copy drops (kuuroooo/MindSafe, v0.19.0):
+    # vllm/v1/worker/gpu_model_runner.py _init_minimal_kv_cache_for_profiling @4dd49b06f logs them with 0
+    # profiled blocks before the CUDA-graph estimate; the engine's own cache is the tokens line's
+    w0, w1 = "(Worker_TP0 pid=139223) INFO 04-30 11:21:15", "(Worker_TP1 pid=139224) INFO 04-30 11:21:15"
+    text = (
+        f"{w0} [kv_cache_utils.py:829] Overriding num_gpu_blocks=0 with num_gpu_blocks_override=512\n"
+        f"{w1} [kv_cache_utils.py:829] Overriding num_gpu_blocks=0 with num_gpu_blocks_override=512\n"
+        f"{w0} [gpu_model_runner.py:5876] Profiling CUDA graph memory: PIECEWISE=51 (largest=512), FULL=35 "
+        "(largest=256)\n"
+        "(Worker_TP0 pid=139223) INFO 04-30 11:21:18 [gpu_worker.py:436] Available KV cache memory: 15.96 GiB\n"
+        "(EngineCore pid=139159) INFO 04-30 11:21:18 [kv_cache_utils.py:1319] GPU KV cache size: 104,608 tokens\n"
+    )
+    (run,) = runs(parsed(text))
+    assert run["engine"]["num_gpu_blocks"] is None
+    assert run["engine"]["kv_tokens"] == 104608
+    assert not [f for f in run["findings"] if f["code"] == "num_gpu_blocks_override"]
