@@ -57,6 +57,9 @@ class Knob:
     #: The vLLM environment variable the setting is (`vllm/envs.py`), read as this key in a URL
     #: (`app.web.querystring.LEGACY_KEYS`); its 1/0 parse as a bool knob's true/false.
     env: str | None = None
+    #: `key=default` (UNSET) clears it: the field is null, vLLM's default, even where the base
+    #: document (or its `vllm serve` command) sets it. The plan form's "not set" option sends it.
+    clearable: bool = False
 
     @property
     def limits(self) -> Limits:
@@ -79,7 +82,7 @@ KNOBS: tuple[Knob, ...] = (
          slider=(0.1, 1.0, 0.01)),
     Knob("kv_bytes", "engine.kv_cache_memory_bytes", "size"),
     Knob("kv_dtype", "engine.kv_cache_dtype", "str", default="auto"),
-    Knob("quant", "engine.quantization", "str", whatif="quantization"),
+    Knob("quant", "engine.quantization", "str", whatif="quantization", clearable=True),
     Knob("block_size", "engine.block_size", "int", default="16"),
     Knob("max_model_len", "engine.max_model_len", "int"),
     Knob("mnbt", "engine.max_num_batched_tokens", "int", vllm_default=True, whatif="max_num_batched_tokens",
@@ -101,15 +104,17 @@ KNOBS: tuple[Knob, ...] = (
     Knob("offload_disk", "engine.kv_offload.disk_bytes", "size"),
     Knob("host_mem", "node.host_memory_bytes", "size", aliases=("node",)),
     Knob("gpus_per_node", "node.gpus_per_node", "int"),
-    Knob("prefix", "engine.enable_prefix_caching", "bool"),
+    Knob("prefix", "engine.enable_prefix_caching", "bool", clearable=True),
     # Engine environment variables (vllm/envs.py @4dd49b06f); app.core.exports.env_of writes them back.
     Knob("mla_off", "engine.mla_disable", "bool", default="false", env="VLLM_MLA_DISABLE"),  # app.core.mla_rules
     Knob("fi_sampler", "engine.flashinfer_sampler", "bool",  # app.core.profile_run.sampler_bytes_per_logit
-         env="VLLM_USE_FLASHINFER_SAMPLER"),
+         env="VLLM_USE_FLASHINFER_SAMPLER", clearable=True),
     Knob("cg_estimate", "engine.estimate_cudagraphs", "bool",  # app.core.versions.with_cudagraph_estimate
-         env="VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"),
+         env="VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", clearable=True),
 )  # fmt: skip
 BY_KEY: Mapping[str, Knob] = MappingProxyType({k.key: k for k in KNOBS})
+#: The value that clears a `clearable` knob ("not set": vLLM's default), e.g. `prefix=default`.
+UNSET = "default"
 #: Every document path (and what-if path) → the knob whose form field shows its errors.
 PATH_KEYS: Mapping[str, str] = MappingProxyType({
     **{alias: k.key for k in KNOBS for alias in k.aliases},
@@ -202,6 +207,8 @@ def _canonical_float(value: float) -> str:
 
 def _parse(key: str, kind: str, raw: str) -> object:
     text = raw.strip()
+    if text == UNSET and BY_KEY[key].clearable:
+        return UNSET
     try:
         if kind == "int":
             return _whole(text.replace(",", "").replace("_", ""))
@@ -311,6 +318,10 @@ def plan_from_query(params: Mapping[str, str], base_doc: Mapping[str, object] | 
         if raw is None or raw.strip() == "":
             continue
         value = _parse(key, knob.kind, raw)
+        if value == UNSET and knob.clearable:
+            if not (knob.whatif and measured):  # a measured run's own setting has no what-if to clear
+                _set(doc, knob.path, None)  # null: wins over the base's value and its command's flag
+            continue
         if key == "model":
             doc["model"] = {"catalogue": value}
         elif knob.whatif and measured:
@@ -361,16 +372,19 @@ def query_from_plan(
     """
     out: dict[str, str] = {}
     whatifs = doc.get("whatif")
+    doc, base = effective(doc), effective(base) if base is not None else None
     for knob in KNOBS:
         key, path, kind = knob.key, knob.path, knob.kind
         value = _get(doc, path) if key != "gpu" else _gpu_value(doc)
         whatif = whatifs.get(knob.whatif) if knob.whatif and isinstance(whatifs, Mapping) else None
         if whatif is not None:
             value = whatif
+        reference = (_get(base, path) if key != "gpu" else _gpu_value(base)) if base is not None else None
         if value is None:
+            if knob.clearable and reference is not None and not _measured_base(base or {}):
+                out[key] = UNSET  # the base sets it, the what-if clears it
             continue
         text = _text(key, kind, value)
-        reference = (_get(base, path) if key != "gpu" else _gpu_value(base)) if base is not None else None
         if reference is not None:
             if _text(key, kind, reference) != text:
                 out[key] = text
@@ -382,6 +396,26 @@ def query_from_plan(
         if text not in defaults_of_key:
             out[key] = text
     return out
+
+
+def document_value(doc: Mapping[str, object], path: str) -> object:
+    """The value at a knob's document path (None when unset)."""
+    return _get(doc, path)
+
+
+def effective(doc: Mapping[str, object]) -> Mapping[str, object]:
+    """A document as the plan reads it: its `vllm serve` command / --config YAML filling the engine
+    and layout (`fill_from_serve`), so a value is compared with what the base really sets (a base
+    made from `--kv-cache-dtype fp8` holds the flag, not `engine.kv_cache_dtype`: choosing auto
+    was dropped from the URL as the default, and the page reopened at fp8)."""
+    if doc.get("serve") is None and doc.get("vllm_config") is None:
+        return doc
+    from app.ingest.vllm_serve import fill_from_serve
+
+    try:
+        return fill_from_serve(doc)
+    except InputError:
+        return doc  # the plan reports the bad command
 
 
 def _text(key: str, kind: str, value: object) -> str:

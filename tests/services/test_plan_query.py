@@ -109,3 +109,30 @@ def test_field_for_path() -> None:
     assert field_for_path("whatif.max_num_batched_tokens") == "mnbt"
     assert field_for_path("ranks[3].total") == "ranks"  # the rank rows belong to the ranks field
     assert field_for_path("layout.dcp") == "tp" and field_for_path("nothing.here") is None
+
+
+def test_not_set_clears_a_bases_value_and_the_url_keeps_it() -> None:
+    """`key=default` nulls a clearable knob over the base (and its `vllm serve` flag); the canonical
+    query keeps it, and an `auto` KV dtype over a command's fp8 is not dropped as the default."""
+    from app.services.plan_query import UNSET, plan_from_query, query_from_plan
+
+    base = {"serve": "vllm serve meta-llama/Llama-3.1-8B --kv-cache-dtype fp8 --quantization fp8 "
+                     "--no-enable-prefix-caching", "gpu": {"name": "H100 80GB"}}
+    query = {"kv_dtype": "auto", "quant": UNSET, "prefix": UNSET}
+    doc = plan_from_query(query, base)
+    assert doc["engine"] == {"kv_cache_dtype": "auto", "quantization": None, "enable_prefix_caching": None}
+    assert query_from_plan(doc, base) == query
+    assert query_from_plan(plan_from_query({}, base), base) == {}  # nothing changed, nothing in the URL
+    # without a base that sets them, "not set" is the plan's own state: not in the URL
+    plain = plan_from_query({"quant": UNSET, "prefix": UNSET})
+    assert query_from_plan(plain) == {}
+
+
+def test_expert_parallel_off_over_a_commands_flag_stays_in_the_url() -> None:
+    """The form's EP "off" is `ep=false` (it was an empty value, which the URL drops)."""
+    from app.services.plan_query import plan_from_query, query_from_plan
+
+    base = {"serve": "vllm serve Qwen/Qwen3-30B-A3B -tp 2 --enable-expert-parallel", "gpu": {"name": "H100 80GB"}}
+    doc = plan_from_query({"ep": "false"}, base)
+    assert query_from_plan(doc, base) == {"ep": "false"}
+    assert query_from_plan(plan_from_query({"ep": "false"})) == {}

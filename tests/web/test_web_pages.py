@@ -329,7 +329,7 @@ def test_weights_at_fp8_from_the_form(client: TestClient, renders: list[RenderEv
     result = renders[-1].context["result"]
     assert result["tokens"] > plain["tokens"] and "--quantization fp8" in result["flags"]
     client.get("/plan", params={"model": "llama-3.1-70b", "tp": "4"})
-    assert renders[-1].context["options"]["quant"] == [("", "as the checkpoint (bfloat16)"),
+    assert renders[-1].context["options"]["quant"] == [("default", "as the checkpoint (bfloat16)"),
                                                        ("fp8", "fp8 (--quantization fp8)")]
     # A quantized checkpoint offers only itself; fp8 on an FP8 checkpoint changes nothing, and on
     # another quantization (mxfp4) it is an inline error at the field, as vLLM refuses it.

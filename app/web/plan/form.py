@@ -58,8 +58,16 @@ def model_options(current: str, with_base: bool) -> list[tuple[str, str]]:
     return ([("", "— the base document's model —")] if with_base else []) + options
 
 
-def form_context(query: Mapping[str, str], result: Mapping[str, Any] | None, has_base: bool) -> dict[str, Any]:
-    """The form's values, options and placeholders (from the result when there is one)."""
+#: The selects whose "not set" option clears the knob (`plan_query.UNSET`), even where a base sets it.
+CLEARABLE = tuple(knob.key for knob in plan_query.KNOBS if knob.clearable)
+
+
+def form_context(
+    query: Mapping[str, str], result: Mapping[str, Any] | None, has_base: bool,
+    doc: Mapping[str, Any] | None = None, measured: bool = False,
+) -> dict[str, Any]:
+    """The form's values, options and placeholders (from the result when there is one; `doc`: the
+    plan document it ran, whose own settings the clearable selects show)."""
     form = {key: query.get(key, "") for key in FORM_KEYS}
     form["base"], form["from"] = query.get("base", ""), query.get(querystring.FROM_KEY, "")
     placeholders: dict[str, str] = {}
@@ -73,6 +81,7 @@ def form_context(query: Mapping[str, str], result: Mapping[str, Any] | None, has
             "reserve": size_text(policy["operating_reserve_bytes"]), "live": "not set",
         }  # fmt: skip
         tp_options = list(result.get("allowed_tp") or tp_options)
+    _clearable_values(form, query, doc)
     current_tp = int(form["tp"]) if form["tp"].isdigit() else 1
     if current_tp not in tp_options:
         tp_options = sorted({*tp_options, current_tp})
@@ -80,7 +89,7 @@ def form_context(query: Mapping[str, str], result: Mapping[str, Any] | None, has
         "form": form,
         "knobs": plan_query.BY_KEY,
         "placeholders": placeholders,
-        "options": _options(form, query, result, has_base, tp_options),
+        "options": _options(form, query, result, has_base, tp_options, measured),
         "show_memory": not has_base,
         "gpu_presets": GPU_OPTIONS,
         "reset_url": querystring.page_url("/plan", {k: v for k, v in query.items() if k in ("base", "model")}),
@@ -113,9 +122,25 @@ def _result_values(form: dict[str, str], query: Mapping[str, str], result: Mappi
         form[key] = form[key] or ("" if stated is None else "true" if stated is True else "false")
 
 
+def _clearable_values(form: dict[str, str], query: Mapping[str, str], doc: Mapping[str, Any] | None) -> None:
+    """A clearable select shows the document's own setting (a base's, or its `vllm serve` flag's),
+    else "not set" (UNSET): never a value nobody set, and its "not set" option clears a base's."""
+    effective = plan_query.effective(doc) if doc is not None else {}
+    for key in CLEARABLE:
+        if key in query:
+            continue
+        stated = plan_query.document_value(effective, plan_query.BY_KEY[key].path)
+        if key == "quant" and form[key]:
+            continue  # the result's (a measured run's own --quantization, shown as in the run)
+        form[key] = UNSET if stated is None else str(stated).lower() if isinstance(stated, bool) else str(stated)
+
+
+UNSET = plan_query.UNSET
+
+
 def _options(
     form: Mapping[str, str], query: Mapping[str, str], result: Mapping[str, Any] | None, has_base: bool,
-    tp_options: list[int],
+    tp_options: list[int], measured: bool = False,
 ) -> dict[str, list[tuple[str, str]]]:
     """Each select's (value, label) options."""
     return {
@@ -123,15 +148,15 @@ def _options(
         "tp": [(str(tp), str(tp)) for tp in tp_options],
         "kv_dtypes": [(d, d) for d in KV_CACHE_DTYPES],
         "block_sizes": [(str(b), str(b)) for b in BLOCK_SIZES],
-        "quant": quant_options(result, query),
+        "quant": quant_options(result, query, measured),
         "lora_ranks": lora_rank_options(result),
         "spec_methods": [("", "off"), *((m, m) for m in SPEC_METHODS)],
         "spec_models": [("", "— none (mtp, ngram) —"), *CATALOGUE_OPTIONS],
-        "ep": [("", "off"), ("true", "on (--enable-expert-parallel)")],
+        "ep": [("false", "off"), ("true", "on (--enable-expert-parallel)")],
         "offload_backend": [("", "native"), ("lmcache", "lmcache")],
-        "prefix": [("", "vLLM's default"), ("true", "on"), ("false", "off (--no-enable-prefix-caching)")],
-        "fi_sampler": [("", "not set (native sort)"), ("true", "on (=1)"), ("false", "off (=0)")],
-        "cg_estimate": [("", f"version default ({_estimate_default(result)})"), ("true", "on (=1)"),
+        "prefix": [(UNSET, "vLLM's default"), ("true", "on"), ("false", "off (--no-enable-prefix-caching)")],
+        "fi_sampler": [(UNSET, "not set (native sort)"), ("true", "on (=1)"), ("false", "off (=0)")],
+        "cg_estimate": [(UNSET, f"version default ({_estimate_default(result)})"), ("true", "on (=1)"),
                         ("false", "off (=0)")],
     }
 
@@ -148,20 +173,23 @@ def lora_rank_options(result: Mapping[str, Any] | None) -> list[tuple[str, str]]
     return [("", "16 (vLLM's default)"), *((str(r), str(r)) for r in allowed_ranks(version))]
 
 
-def quant_options(result: Mapping[str, Any] | None, query: Mapping[str, str]) -> list[tuple[str, str]]:
-    """The weights select: as the checkpoint holds them, or online fp8 for an unquantized one."""
+def quant_options(
+    result: Mapping[str, Any] | None, query: Mapping[str, str], measured: bool = False
+) -> list[tuple[str, str]]:
+    """The weights select: as the checkpoint holds them (UNSET: no --quantization, even where a
+    base's command gives one), or online fp8 for an unquantized one."""
     fp8 = ("fp8", "fp8 (--quantization fp8)")
     if result is None:
-        return [("", "as the checkpoint"), fp8]
+        return [(UNSET, "as the checkpoint"), fp8]
     model, engine = result["model"], result["engine"]
     if model.get("layers") is None:  # no shape (bytes per token only): weights cannot be resized
         return [("", "as measured")]
     checkpoint = model.get("checkpoint_quantization")
     if checkpoint:
         return [("", f"as the checkpoint ({checkpoint})")]
-    if engine.get("quantization") and "quant" not in query:
-        return [("", "fp8 (--quantization fp8, as in the run)")]  # the base document's own setting
-    return [("", f"as the checkpoint ({model.get('dtype') or 'model dtype'})"), fp8]
+    if measured and engine.get("quantization") and "quant" not in query:
+        return [("", "fp8 (--quantization fp8, as in the run)")]  # a measured run's own setting
+    return [(UNSET, f"as the checkpoint ({model.get('dtype') or 'model dtype'})"), fp8]
 
 
 def error_form_values(query: Mapping[str, str], base_doc: Mapping[str, Any] | None) -> dict[str, str]:

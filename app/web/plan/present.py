@@ -32,7 +32,7 @@ ERROR_CODES = frozenset(
 
 def page_context(
     query: Mapping[str, str], has_base: bool, result: Mapping[str, Any] | None = None, form: bool = True,
-    base_doc: Mapping[str, Any] | None = None,
+    base_doc: Mapping[str, Any] | None = None, doc: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Everything the plan template reads; without a result, the page of an invalid input.
 
@@ -52,7 +52,8 @@ def page_context(
         context["title_name"] = _model_name(base_doc)
     if form:
         values = query if result is not None else {**error_form_values(query, base_doc), "base": query.get("base", "")}
-        context.update(form_context(values, result, has_base))
+        measured = base_doc is not None and plan_query.whatif_keys(base_doc) != frozenset()
+        context.update(form_context(values, result, has_base, doc if doc is not None else base_doc, measured))
     return context
 
 
@@ -83,7 +84,7 @@ def plan_context(view: PlanView, form: bool = True) -> dict[str, Any]:
     columns = rank_columns(result)  # once, for the rank table and its header
     rows, note = rank_table(result, notable, columns)
     has_base = view.base_doc is not None
-    context = page_context(view.query, has_base, result, form)
+    context = page_context(view.query, has_base, result, form, view.base_doc, view.doc)
     url_param = quote_plus(view.url)
     context.update(
         result=result, charts=charts.plan_charts(result, notable), kpis=kpis(result), admission=admission(result),
