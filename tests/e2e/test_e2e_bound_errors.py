@@ -22,6 +22,10 @@ def test_util_out_of_range_says_the_range_in_our_words(page: Any) -> None:
     page.goto("/plan?util=1.7")
     assert _slot(page, "util") == "gpu_memory_utilization 1.7 is out of range: give a fraction in (0, 1]"
     assert "Input should" not in page.inner_text("main")
+    # the form of the plan that failed shows the model and GPU it plans (the model list's first
+    # entry, CodeLlama-34B, and an empty GPU were shown)
+    assert page.eval_on_selector("#f-model", "e => e.value") == "llama-3.1-8b"
+    assert page.input_value("#f-gpu") == "H100 80GB"
 
 
 def test_typing_an_out_of_range_number_says_its_range(page: Any) -> None:

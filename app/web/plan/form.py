@@ -197,6 +197,8 @@ def error_form_values(query: Mapping[str, str], base_doc: Mapping[str, Any] | No
     own (what was imported or saved), else each knob's default and vLLM's for the plan where they
     can be told: never a slider's midpoint standing for a value nobody set."""
     values = {knob.key: knob.default for knob in plan_query.KNOBS if knob.default is not None}
+    if base_doc is None:  # the model and GPU the plan would run on (the select showed the list's first model)
+        values.update(model=plan_query.DEFAULT_MODEL, gpu=plan_query.DEFAULT_GPU_NAME)
     if base_doc is not None:
         values.update(views.vllm_defaults(query, base_doc))
         values.update({k: v for k, v in plan_query.query_from_plan(base_doc, None).items() if k in FORM_KEYS})
