@@ -78,13 +78,14 @@ def as_written(exc: InputError, params: Iterable[tuple[str, str]]) -> InputError
     """An error of a what-if key the request set by another name, under that name: a link with
     `gpu-memory-utilization=1.7` was told "gpu_memory_utilization … out of range" under `util`,
     and did not see which of its inputs was wrong."""
-    key = field_key(exc.field) if exc.field else None
+    under, field = ("plan.", exc.field[5:]) if exc.field.startswith("plan.") else ("", exc.field)  # the simulator's
+    key = field_key(field) if field else None
     written = written_keys(params).get(key) if key is not None else None
     if key is None or written is None:
         return exc
     path = plan_query.BY_KEY[key].path if key in plan_query.BY_KEY else key
     read_as = key if path == key else f"{key}: {path}"
-    return exc.as_written(written, written, read_as, subject=exc.field.rsplit(".", 1)[-1])
+    return exc.as_written(under + written, written, read_as, subject=field.rsplit(".", 1)[-1])
 
 
 def encode(query: Mapping[str, str]) -> str:

@@ -81,3 +81,13 @@ def test_a_command_lines_flag_is_named_as_written_on_the_api_and_the_cli(
     path.write_text(json.dumps(doc))
     assert main(["plan", str(path)]) == 2
     assert capsys.readouterr().err.strip() == f"kvledger: error: {field}: {message}"
+
+
+def test_the_simulators_plan_names_the_key_as_written(client: TestClient) -> None:
+    """/sim takes the plan page's what-if keys (under `plan.`): the same rule."""
+    answer = client.get("/sim.json", params={"gpu-memory-utilization": "1.7"})
+    assert answer.status_code == 422
+    assert answer.json()["error"] == {"field": "plan.gpu-memory-utilization",
+                                      "message": f"gpu-memory-utilization {UTIL}"}
+    page = client.get("/sim", params={"gpu-memory-utilization": "1.7"})
+    assert page.status_code == 422 and f"gpu-memory-utilization {UTIL}" in unescape(page.text)

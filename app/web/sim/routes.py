@@ -34,7 +34,7 @@ from app.core.sim.doc_schema import simulation_document_schema
 from app.services import clients
 from app.services.sim_jobs import JobRunner, JobView, limits_of
 from app.services.simulation import resolve_pool
-from app.web import htmx
+from app.web import htmx, querystring
 from app.web.deps import database
 from app.web.openapi import body_schema, errors, register_body
 from app.web.plan import opening, views
@@ -123,8 +123,9 @@ def _pool_context(request: Request, plan_query: Mapping[str, str]) -> dict[str, 
         return {"pool": None, "pool_error": None, "scheduler_placeholders": placeholders, **illustrative}
     try:
         resolved = resolve_pool({"plan": _plan_doc(request, plan_query)})
-    except InputError as exc:
-        return {"pool": None, "pool_error": str(exc), "scheduler_placeholders": placeholders, **illustrative}
+    except InputError as exc:  # named as the request wrote the key (querystring.as_written)
+        error = str(querystring.as_written(exc, request.query_params.multi_items()))
+        return {"pool": None, "pool_error": error, "scheduler_placeholders": placeholders, **illustrative}
     pool, scheduler = resolved["pool"], resolved["scheduler"]
     return {
         "pool": {**pool, "source": resolved["pool_source"]},
