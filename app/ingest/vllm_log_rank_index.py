@@ -112,10 +112,12 @@ def index_ranks(
 
 def _not_stated(left: Sequence[Rank]) -> Finding:
     names = ", ".join(r.rank for r in left)
+    ray = any((r.process or "").startswith("RayWorker") for r in left)
+    why = ("Ray collapses similar lines of several workers into one '[repeated Nx across cluster]'; " if ray else
+           "vLLM prints it since 2025-02-22 (≈v0.7.3); ")
     return Finding(
         "rank_index_not_stated",
-        f"the log does not state the TP/PP rank of {names}: their 'is assigned as' line is not in it (Ray "
-        "collapses similar lines of several workers into one '[repeated Nx across cluster]'; an excerpt may "
-        "leave it out), so they are labelled by process, not given an index",
+        f"the log does not state the TP/PP rank of {names}: their 'is assigned as' line is not in it ({why}an "
+        "excerpt may leave it out), so they are labelled by process, not given an index",
         None, "info", {"ranks": len(left)},
     )
