@@ -165,8 +165,8 @@ def activation_per_token(plan: PlanInput, tp: int) -> float:
         sxy = sum((p[0] - mean_x) * (p[1] - mean_y) for p in points)
         return sxy / sxx
     shape = plan.model.shape
-    if shape is None:
-        return 0.09 * 1024**2
+    if shape is None:  # priced by neither (set_max_num_batched_tokens leaves the rows and says so)
+        return 0.0
     sharded, unsharded = activation_slope(shape, tp)
     return float(sharded + unsharded)
 
@@ -196,6 +196,16 @@ def set_max_num_batched_tokens(plan: PlanInput, tokens: int) -> WhatIf:
     e = plan.engine
     default_seqs = card_scheduler_defaults(plan.vllm_version, plan.gpu_total_bytes, plan.gpu_name, e.max_model_len)[1]
     seqs = scheduler_seqs(plan.vllm_version, tokens, None if e.max_num_seqs_assumed else e.max_num_seqs, default_seqs)
+    engine = replace(e, max_num_batched_tokens=tokens, max_num_seqs=seqs)
+    seqs_moved = ("engine.max_num_seqs",) if seqs != e.max_num_seqs else ()
+    if plan.model.shape is None and len({p[0] for p in plan.policy.activation_points}) < 2:
+        # a model given as bytes per token has no shape to price the profile run's forward by (the
+        # 0.09 MiB per batched token once assumed here had no source); say so rather than guess
+        said = (f"prefill chunk {e.max_num_batched_tokens:,} → {tokens:,}: the activation row is not moved — no "
+                "model shape (model.config or model.catalogue) and no calibration from two runs at different "
+                "chunk sizes (policy.activation_points) to price it")
+        moved = replace(plan, engine=engine, notes=(*plan.notes, said))
+        return WhatIf(moved, ("engine.max_num_batched_tokens", *seqs_moved))
     delta = _activation_delta(plan, plan.layout.tp, tokens)
     note = f"activation moved by {delta:+,} B for {tokens - plan.engine.max_num_batched_tokens:+,} batched tokens"
     room_note = f"measured KV room moved against the activation row ({note})"
@@ -206,8 +216,6 @@ def set_max_num_batched_tokens(plan: PlanInput, tokens: int) -> WhatIf:
         else _shift_room(r, -delta, room_note)
         for r in plan.ranks
     )
-    engine = replace(e, max_num_batched_tokens=tokens, max_num_seqs=seqs)
-    seqs_moved = ("engine.max_num_seqs",) if seqs != e.max_num_seqs else ()
     return WhatIf(
         replace(plan, engine=engine, ranks=ranks),
         ("engine.max_num_batched_tokens", *seqs_moved, "ranks[*].activation", "ranks[*].kv"),
@@ -367,7 +375,8 @@ def levers(plan: PlanInput, allowed_tp: tuple[int, ...] = ()) -> tuple[Lever, ..
         )
     if engine.kv_cache_dtype in ("auto", "bfloat16", "float16", "float32") and plan.model.shape is not None:
         trials.append(("kv_cache_dtype", f"{engine.kv_cache_dtype} → fp8", set_engine(plan, kv_cache_dtype="fp8")))
-    if engine.max_num_batched_tokens > 1024:
+    priced = plan.model.shape is not None or len({p[0] for p in plan.policy.activation_points}) >= 2
+    if engine.max_num_batched_tokens > 1024 and priced:
         half = max(1024, engine.max_num_batched_tokens // 2)
         try:
             chunk = set_max_num_batched_tokens(plan, half)

@@ -35,7 +35,11 @@ def test_no_utilization_lever_and_the_note_on_first_render(client: TestClient) -
     page = html.unescape(client.get(url).text)  # first render: no slider moved
     assert NOTE in page and "total memory" in page
     rows = re.findall(r'<tr data-knob="([^"]+)"><td>', page)
-    assert rows and "gpu_memory_utilization" not in rows  # the levers table
+    assert "gpu_memory_utilization" not in rows  # the levers table
+    # nor the chunk (no model shape to price it: the log names none): no lever at all, and the card
+    # says so instead of "Computing…" with a load trigger that would ask again forever
+    assert rows == [] and "No knob this plan can price would move its tokens" in page
+    assert "Computing how many tokens" not in page
     moved = html.unescape(client.get(url + "&util=0.95").text)
     assert moved.count(NOTE) == page.count(NOTE)  # a move neither hides it nor repeats it
     # The slider indeed moves nothing: the tokens stay.

@@ -316,8 +316,14 @@ def test_sliders_move_the_kv_of_an_imported_run(client: TestClient, renders: lis
     assert moved0["kv_bytes"] - rank0["kv_bytes"] == moved0["requested_bytes"] - rank0["requested_bytes"]
     client.get(base)
     assert renders[-1].context["options"]["quant"] == [("", "as measured")]  # no model shape to resize weights
-    smaller_chunk = client.get(base.replace("/plan", "/plan.json", 1) + "&mnbt=1024").json()
-    assert smaller_chunk["tokens"] > logged["tokens"]
+    # the log names no model: nothing prices the chunk's activation, so it moves no row and says why
+    unpriced = client.get(base.replace("/plan", "/plan.json", 1) + "&mnbt=1024").json()
+    assert unpriced["tokens"] == logged["tokens"]
+    assert any("the activation row is not moved" in note for note in unpriced["notes"])
+    named = client.post("/import.json", data={"text": text, "model": "qwen3-235b-a22b-fp8"}).json()["plans"][0]["url"]
+    named_logged = client.get(named.replace("/plan", "/plan.json", 1)).json()
+    smaller_chunk = client.get(named.replace("/plan", "/plan.json", 1) + "&mnbt=1024").json()
+    assert smaller_chunk["tokens"] > named_logged["tokens"]
     fragment = client.get(base + "&util=0.8", headers=HX)
     assert fragment.status_code == 200 and fragment.headers["hx-replace-url"].endswith("util=0.8")
 

@@ -93,7 +93,7 @@ def plan_context(view: PlanView, form: bool = True) -> dict[str, Any]:
         compare_url=f"/compare?a={url_param}&b={url_param}",  # = page_url("/compare", {"a": url, "b": url})
         sim_url=f"/sim{query}",
         chart_version=hashlib.sha1(view.url.encode()).hexdigest()[:10], url=view.url,
-        levers_url=f"/plan/levers{query}",
+        levers_url=f"/plan/levers{query}", levers_done=view.levers_done,
         exports=deploy_exports(result, query), size_link=size_link(result), **serve_text(result),
         start_levers=start_lever_rows(result, view.url), tiers=tiers_card(result),
     )

@@ -39,6 +39,8 @@ class PlanView:
     defaults: dict[str, str]
     #: Why the plan opened at the layout it shows, when it chose one (layout_choice).
     layout_note: str | None = None
+    #: The levers were computed (an empty list then means none applies, not "still to come").
+    levers_done: bool = False
 
 
 def resolve_base(query: Mapping[str, str], bases: BaseStore) -> dict[str, Any] | None:
@@ -166,7 +168,9 @@ def _plan_view(
     canonical = canonical_query(query, doc, base_doc, defaults)
     if base_doc is None:  # the opening layout stays implicit; a given TP/PP stays given
         opening.layout_in_url(canonical, query, opened.known)
-    return PlanView(canonical, querystring.page_url("/plan", canonical), doc, base_doc, result, defaults, note)
+    levers_done = _rank_count(doc) <= INLINE_LEVERS_MAX_RANKS if levers is None else levers
+    return PlanView(canonical, querystring.page_url("/plan", canonical), doc, base_doc, result, defaults, note,
+                    levers_done)
 
 
 def _prepared(

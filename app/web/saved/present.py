@@ -78,7 +78,7 @@ def saved_plan_context(
     edit_url = querystring.page_url("/plan", {**query, querystring.FROM_KEY: record.slug})
     result = record.summary
     view = PlanView(query, edit_url, dict(record.document), bases.get(query["base"]) if "base" in query else None,
-                    result, {})
+                    result, {}, levers_done=True)  # the saved result's levers, as saved
     context = present.plan_context(view)
     context.update(
         nav="saved", record=record, versions=opened.versions, newer=list(newer), recomputed=opened.recomputed,
