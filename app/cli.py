@@ -539,7 +539,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         with using(PlanMemo()):  # one command's pure sub-results reused across its plans (size: ~3x)
             return func(args)
     except InputError as exc:
-        print(f"kvledger: error: {exc.field or 'input'}: {exc.message}", file=sys.stderr)
+        # a message that opens with the name the user wrote (InputError.as_written) says where already
+        named = bool(exc.field) and exc.message.startswith((f"{exc.field} ", f"{exc.field}: "))
+        print(f"kvledger: error: {exc.message}" if named else f"kvledger: error: {exc.field or 'input'}: {exc.message}",
+              file=sys.stderr)
     except CliError as exc:
         print(f"kvledger: error: {exc}", file=sys.stderr)
     except SettingsError as exc:

@@ -181,8 +181,9 @@ def kv_bytes_report(
 
 
 def _check_options(**options: object) -> None:
-    """kv-bytes' options validated as the plan's `layout` and `engine` sections (an InputError
-    naming `layout.tp`, `engine.max_model_len`, … with the value given)."""
+    """kv-bytes' options validated as the plan's `layout` and `engine` sections, an error named by
+    the option the user wrote: "--max-model-len 0 is out of range: give a whole number from 1 to
+    100,000,000 (read as engine.max_model_len)" (it said `engine.max_model_len: …, got 0`)."""
     from app.schemas import EngineDoc, LayoutDoc, validate_section
 
     for model, root in ((LayoutDoc, "layout"), (EngineDoc, "engine")):
@@ -190,6 +191,6 @@ def _check_options(**options: object) -> None:
         try:
             validate_section(model, section, root)
         except InputError as exc:
-            given = section.get(exc.field.removeprefix(f"{root}."))
-            message = f"{exc.message}, got {given}" if isinstance(given, int) else exc.message
-            raise InputError(exc.field, message) from None
+            name = exc.field.removeprefix(f"{root}.")
+            flag = "--" + name.replace("_", "-")
+            raise exc.as_written(flag, flag, exc.field, subject=name) from None

@@ -122,7 +122,9 @@ def test_kv_bytes_zero_is_refused_not_defaulted(flag: str, field: str, capsys: p
     config = Path(__file__).parents[1] / "data" / "configs" / "qwen3-235b-a22b-fp8.json"
     assert main(["kv-bytes", str(config), flag, "0", "--json"]) == 2
     line = err_line(capsys)
-    assert field in line and "got 0" in line
+    # named by the option as written, with its range and what it is read as
+    assert line.startswith(f"kvledger: error: {flag} 0 is out of range: give a whole number from 1 to "), line
+    assert line.endswith(f"(read as engine.{field})"), line
 
 
 # --- a hard byte cap on every read (issue 12 item 4) --------------------------------------------
