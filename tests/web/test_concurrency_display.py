@@ -28,3 +28,18 @@ def test_the_unrounded_value_wins_over_the_json_rounding() -> None:
                  "explain": {"max_concurrency_at_max_model_len": {"result": f"{2.824951171875:.2f}x"}}}  # fmt: skip
     assert _concurrency_text(explained) == "2.82×"
     assert _concurrency_text({"max_concurrency_at_max_model_len": 1.5}) == "1.50×"  # no explanation: the JSON's
+
+
+def _limit_cell(client: TestClient, url: str) -> str:
+    cell = re.search(r'id="adm-binding_limit"[^>]*>([^<]*)<', client.get(url).text)
+    assert cell is not None
+    return cell.group(1)
+
+
+def test_the_limit_that_binds_first_is_unknown_without_live_tokens() -> None:
+    # TP4 Llama-3.1-70B at 131,072 tokens holds 3.45 max-length requests; "Limit that binds first:
+    # max_num_seqs" (1,024) was a claim the page had nothing to base on
+    client = TestClient(create_app(make_settings()))
+    assert _limit_cell(client, "/plan?model=llama-3.1-70b&tp=4") == "unknown (set avg live tokens)"
+    assert _limit_cell(client, "/plan?model=llama-3.1-70b&tp=4&live=12000") == "KV blocks (memory)"
+    assert _limit_cell(client, "/plan?model=llama-3.1-70b&tp=4&live=100&max_num_seqs=64") == "max_num_seqs"

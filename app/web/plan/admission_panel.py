@@ -93,6 +93,15 @@ class AdmissionRow:
     explain: Mapping[str, Any] | None = None
 
 
+def _limit_words(limit: str, fits: bool, ceiling: object) -> str:
+    """The limit row's value: with no live-token figure the core reports max_num_seqs (the only cap
+    it can count), which does not make it the first reached (a TP4 Llama-3.1-70B holds 3.45
+    max_model_len requests beside a max_num_seqs of 1,024)."""
+    if fits and ceiling is None:
+        return "unknown (set avg live tokens)"
+    return LIMIT_WORDS.get(limit, limit)
+
+
 def admission(result: Mapping[str, Any]) -> list[AdmissionRow]:
     """The admission panel's rows: label, value, an optional badge and note, and the explain entry."""
     binding = binding_row(result)
@@ -116,9 +125,11 @@ def admission(result: Mapping[str, Any]) -> list[AdmissionRow]:
         row("schedulable_tokens", "Schedulable tokens", intcomma(result["schedulable_tokens"])),
         row("concurrency_ceiling", "Concurrency ceiling (memory)", intcomma(ceiling),
             note=None if ceiling is not None else "Set the average live tokens per request to get a ceiling."),
-        row("binding_limit", "Limit that binds first", LIMIT_WORDS.get(limit, limit),
+        row("binding_limit", "Limit that binds first", _limit_words(limit, fits, ceiling),
             note=f"KV blocks, max_num_seqs ({intcomma(result.get('max_num_seqs'))}) and max_model_len are three "
-            "separate limits; this one is reached first."),
+            "separate limits; this one is reached first." if ceiling is not None or not fits else
+            f"Without the average live tokens per request the KV pool's ceiling is unknown: max_num_seqs "
+            f"({intcomma(result.get('max_num_seqs'))}) is the only cap known, not the one reached first."),
         row("binding_rank", "Binding rank", str(result.get("binding_rank")),
             note=result.get("binding_reason") or "The rank with the fewest KV blocks sets every rank's count."),
         row("max_concurrency_at_max_model_len", "vLLM max concurrency at max_model_len",
