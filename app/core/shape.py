@@ -104,3 +104,20 @@ def online_fp8_shape(shape: ModelShape) -> ModelShape:
     scales = 4 * 8 * shape.num_layers  # one float32 scale per quantized tensor (≈ 8 per layer)
     fp8_bytes = shape.weight_bytes - shape.quantizable_params * (dtype_bytes - 1) + scales
     return replace(shape, weight_bytes=fp8_bytes, online_quantization="fp8")
+
+
+#: The maximum length vLLM assumes for a config that states none of its length keys (a pure Mamba
+#: model such as Falcon-Mamba-7B): "Assuming the model's maximum length is 2048" with a warning
+#: (vllm/config/model.py `_get_and_verify_max_len`, @28be48fa9).
+ASSUMED_MAX_MODEL_LEN = 2048
+
+
+def default_max_model_len(shape: ModelShape) -> tuple[int, str | None]:
+    """The max_model_len vLLM defaults to for this model, and a note when it is vLLM's assumption."""
+    if shape.max_position_embeddings is not None:
+        return shape.max_position_embeddings, None
+    return ASSUMED_MAX_MODEL_LEN, (
+        f"the model's config states no maximum length (max_position_embeddings, n_positions, seq_length, …): "
+        f"vLLM assumes {ASSUMED_MAX_MODEL_LEN:,} with a warning (vllm/config/model.py _get_and_verify_max_len); "
+        "set max_model_len for the length you serve"
+    )

@@ -15,7 +15,7 @@ from app.core.kvspec import rank_kv
 from app.core.mla_rules import gpu_family, mla_sizing
 from app.core.model_config import shape_from_config
 from app.core.plan import ModelInput
-from app.core.shape import ModelShape, online_fp8_shape
+from app.core.shape import ModelShape, default_max_model_len, online_fp8_shape
 from app.core.versions import CURRENT_VLLM, parse_version
 from app.core.vision import vision_geometry
 from app.schemas import PlanDocument
@@ -152,9 +152,7 @@ def kv_bytes_report(
     mla_notes += mla.notes
     rkv = rank_kv(shape, tp=tp, pp=pp, dcp=dcp, kv_cache_dtype=kv_cache_dtype, block_size=configured)
     # `is None`, not `or`: a 0 given is refused by the per-request count below, never replaced by the default
-    mml = shape.max_position_embeddings if max_model_len is None else max_model_len
-    if mml is None:
-        raise InputError("max_model_len", "required: the config does not state max_position_embeddings")
+    mml = default_max_model_len(shape)[0] if max_model_len is None else max_model_len
     mnbt = 8192 if max_num_batched_tokens is None else max_num_batched_tokens
     return {
         "model": shape.name,

@@ -18,6 +18,7 @@ from app.core.nontorch import Interconnect
 from app.core.plan import Engine, Layout, ModelInput, PlanInput, Policy, check_rank_count, with_columns
 from app.core.prefix_pool import V1_SINCE
 from app.core.profile_run import FLASHINFER_SAMPLER_BYTES
+from app.core.shape import default_max_model_len
 from app.core.versions import (
     CURRENT_VLLM,
     card_scheduler_defaults,
@@ -91,7 +92,9 @@ def _base_plan(doc: PlanDocument) -> PlanInput:
     else:
         ranks = estimated_ranks(doc, model, layout, engine, version, dp_layout)
         estimated = True
-    notes = (*_document_notes(doc), *layout_notes(dp_layout), *_architecture_notes(doc, version), *mla_notes,
+    assumed_len = default_max_model_len(model.shape)[1] if model.shape and not doc.engine.max_model_len else None
+    notes = (*_document_notes(doc), *((assumed_len,) if assumed_len else ()),
+             *layout_notes(dp_layout), *_architecture_notes(doc, version), *mla_notes,
              *_env_notes(doc, version, estimated))
     return PlanInput(model, layout, engine, _policy(doc), ranks, version, _gpu_total(doc), estimated, notes, node(doc),
                      gpu_name=doc.gpu.name if doc.gpu else None)  # fmt: skip
@@ -100,9 +103,9 @@ def _base_plan(doc: PlanDocument) -> PlanInput:
 def _engine(doc: PlanDocument, model: ModelInput, version: str) -> Engine:
     """The engine settings the plan runs with: the document's, else vLLM's defaults (`engine_settings`)."""
     engine_doc = doc.engine
-    max_model_len = engine_doc.max_model_len or (model.shape.max_position_embeddings if model.shape else None)
+    max_model_len = engine_doc.max_model_len or (default_max_model_len(model.shape)[0] if model.shape else None)
     if max_model_len is None:
-        raise InputError("engine.max_model_len", "required: the model does not state max_position_embeddings")
+        raise InputError("engine.max_model_len", "required: a model given as bytes per token states no length")
     util, mnbt, seqs, _ = engine_settings(doc, max_model_len)
     return Engine(
         gpu_memory_utilization=util,

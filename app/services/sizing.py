@@ -25,6 +25,7 @@ from app.core.errors import InputError
 from app.core.ledger import RankInput
 from app.core.plan import PlanInput, PlanResult, compute
 from app.core.report import flags
+from app.core.shape import default_max_model_len
 from app.core.sizing import (
     MAX_CANDIDATES,
     Candidate,
@@ -168,9 +169,9 @@ def resolve(doc: object) -> Sizing:
              "vllm_version": version, "engine": {"max_model_len": d.target.max_model_len or 1}}  # fmt: skip
     base = plan_inputs.build_plan(validate_plan(probe))
     shape = base.model.shape
-    mml = d.target.max_model_len or (shape.max_position_embeddings if shape else None)
+    mml = d.target.max_model_len or (default_max_model_len(shape)[0] if shape else None)
     if mml is None:
-        raise InputError("target.max_model_len", "required: the model does not state max_position_embeddings")
+        raise InputError("target.max_model_len", "required: a model given as bytes per token states no length")
     if d.target.avg_live_tokens and d.target.avg_live_tokens > mml:
         raise InputError("target.avg_live_tokens", f"{d.target.avg_live_tokens:,} is more than max_model_len {mml:,}")
     o = d.options
