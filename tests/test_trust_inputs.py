@@ -142,7 +142,9 @@ def test_kv_bytes_holds_its_options_to_a_plans_bounds(
     huge = str(10**20)
     assert main(["kv-bytes", str(CONFIG), flag, huge]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith(f"kvledger: error: {field}: ") and err.endswith(f"got {huge}"), err
+    # named by the option as written, with the value given and what it is read as
+    assert err.startswith(f"kvledger: error: {flag} {huge} is out of range: give a whole number from 1 to "), err
+    assert err.endswith(f"(read as {field})"), err
     assert "Traceback" not in err
 
 
