@@ -10,7 +10,10 @@ computed as a whole plan — the same ledger, admission and pre-flight as any pl
 - the smallest PP degree that starts at the plan's TP (estimated rows only: a measured run's stages
   cannot be re-cut from its rows);
 - fp8 KV cache, fp8 weights (an unquantized checkpoint only);
-- the smallest larger GPU preset that starts (estimated rows only);
+- the smallest larger GPU preset that starts (estimated rows only), each rank keeping the memory
+  another process held on it at start;
+- the largest gpu_memory_utilization every rank's free memory at start holds, when the request is
+  what fails;
 - no manual `--kv-cache-memory-bytes` (the budget from gpu_memory_utilization) when the manual
   budget is what fails, and the largest max_model_len that fits when one request is what fails.
 """
@@ -24,7 +27,9 @@ from functools import partial
 from app.core.errors import InputError
 from app.core.estimates import estimate_ranks
 from app.core.gpus import PRESETS, find_preset
+from app.core.ledger import Cell, requested_bytes
 from app.core.plan import PlanInput, PlanResult, compute, plan_estimate_context
+from app.core.rank_columns import inputs_of, with_problems
 from app.core.units import fmt_bytes
 from app.core.versions import card_scheduler_defaults, scheduler_seqs
 from app.core.whatif import Lever, can_quantize, set_engine, set_quantization, set_tp
@@ -170,13 +175,55 @@ def _larger_card(plan: PlanInput, before: int) -> list[StartLever]:
     if not _estimated(plan) or first is None or first.total is None:
         return []
     current = first.total.bytes
+    used = current - first.free_at_start.bytes if first.free_at_start is not None else 0
     bigger = sorted((p for p in PRESETS if p.total_bytes > current), key=lambda p: p.total_bytes)
     return _first_start("gpu", [
         (f"a larger card: {p.name} ({fmt_bytes(p.total_bytes)} for vLLM, was {fmt_bytes(current)})",
-         (("gpu.total", p.total_bytes), ("gpu.name", p.name)),
-         partial(_reestimated, plan, total=p.total_bytes, gpu_name=p.name))
+         (("gpu.total", p.total_bytes), ("gpu.name", p.name),
+          *((("gpu.free_at_start", p.total_bytes - used),) if used else ())),
+         partial(_with_usage, plan, partial(_reestimated, plan, total=p.total_bytes, gpu_name=p.name)))
         for p in bigger
     ], before)
+
+
+def _with_usage(plan: PlanInput, build: Callable[[], PlanInput]) -> PlanInput:
+    """The re-estimated plan with each rank's memory in use at start (total − free: another process,
+    as nvidia-smi showed it) carried to the new card, rank by rank; the re-estimate alone forgot it,
+    so a card whose rank 0 held 12 GiB of someone else's memory 'started' on a larger preset."""
+    moved = build()
+    used = [r.total.bytes - r.free_at_start.bytes if r.total is not None and r.free_at_start is not None else 0
+            for r in plan.ranks]
+    if not any(used) or len(moved.ranks) % len(used):
+        return moved
+    ranks = tuple(
+        replace(r, free_at_start=Cell(r.total.bytes - used[i % len(used)], "measured", "free at start on the "
+                                      "new card: its total less the memory in use on this rank at start"))
+        if r.total is not None and used[i % len(used)] else r
+        for i, r in enumerate(moved.ranks)
+    )
+    return replace(moved, ranks=ranks)
+
+
+def _utilization(plan: PlanInput, result: PlanResult, before: int) -> list[StartLever]:
+    """The largest utilization (two decimals) whose request every rank's free memory at start holds,
+    when that request is what fails (vLLM's `request_memory` check, vllm/v1/worker/utils.py)."""
+    if plan.engine.kv_cache_memory_bytes is not None:
+        return []
+    if not any(code == "free_below_requested" for lg in with_problems(result.ledgers) for code, _ in lg.problems):
+        return []
+    fits = [(r.total.bytes, r.free_at_start.bytes) for r in inputs_of(result.ledgers)
+            if r.total is not None and r.free_at_start is not None]
+    if not fits:
+        return []
+    util = min(free * 100 // total for total, free in fits) / 100
+    while util > 0 and any(requested_bytes(total, util) > free for total, free in fits):
+        util = round(util - 0.01, 2)
+    if util <= 0 or util >= plan.engine.gpu_memory_utilization:
+        return []
+    changed = compute(set_engine(plan, gpu_memory_utilization=util).plan)
+    change = (f"gpu_memory_utilization {plan.engine.gpu_memory_utilization} → {util} "
+              "(what every rank's free memory at start holds)")
+    return [_lever("gpu_memory_utilization", change, (("engine.gpu_memory_utilization", util),), before, changed)]
 
 
 def start_levers(
@@ -190,6 +237,6 @@ def start_levers(
     plan, before = plan or result.plan, result.admission.tokens
     found = [
         *_layouts(plan, allowed_tp, before), *_single(plan, before), *_max_model_len(plan, result, before),
-        *_larger_card(plan, before),
+        *_utilization(plan, result, before), *_larger_card(plan, before),
     ]
     return tuple(sorted(found, key=lambda sl: not sl.lever.will_start))

@@ -61,6 +61,13 @@ def _lever_json(lv: Lever) -> JSON:
     }
 
 
+def _lists_ranks(doc: object) -> bool:
+    """The document lists its GPUs rank by rank (nvidia-smi's, a log's): another card is not a change
+    its plan page can make (`gpu=` is ignored on such a base), so no 'larger card' lever is offered."""
+    ranks = doc.get("ranks") if isinstance(doc, Mapping) else getattr(doc, "ranks", None)
+    return bool(ranks) or (isinstance(doc, Mapping) and doc.get("from_log") is not None)
+
+
 def run_plan(
     doc: object,
     read_log: LogReader | None = None,
@@ -90,7 +97,8 @@ def run_plan(
     # A plan that will not start: what would make it start, each with its result (issue 17 item 4).
     out["start_levers"] = (
         [] if out["will_start"]
-        else [{**_lever_json(sl.lever), "sets": dict(sl.sets)} for sl in start_levers(result, tps, lever_plan(result))]
+        else [{**_lever_json(sl.lever), "sets": dict(sl.sets)} for sl in start_levers(result, tps, lever_plan(result))
+              if not (_lists_ranks(doc) and any(path == "gpu.total" for path, _ in sl.sets))]
     )
     if check:
         out["checks"] = plan_checks(result)

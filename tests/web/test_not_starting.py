@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import re
+from pathlib import Path
 
 import pytest
 
@@ -91,3 +92,44 @@ def test_every_start_levers_link_opens_the_tokens_it_promised(client: TestClient
         assert link is not None, lever["change"]
         opened = client.get(html.unescape(link[1]).replace("/plan?", "/plan.json?")).json()
         assert opened["tokens"] == lever["tokens_after"], (lever["change"], link[1])
+
+
+SMI = (Path(__file__).resolve().parents[1] / "data" / "nvidia-smi" / "table-r550-4gpu.txt").read_text()
+
+
+def _links_keep_their_promise(client: TestClient, url: str) -> list[dict[str, object]]:
+    result = client.get(url.replace("/plan?", "/plan.json?")).json()
+    page = html.unescape(client.get(url).text)
+    for lever in result["start_levers"]:
+        link = re.search(r'<a href="(/plan\?[^"]+)"[^>]*>' + re.escape(lever["change"]) + "</a>", page)
+        assert link is not None, lever["change"]
+        opened = client.get(link[1].replace("/plan?", "/plan.json?")).json()
+        assert (opened["tokens"], opened["will_start"]) == (lever["tokens_after"], lever["will_start"]), link[1]
+    levers: list[dict[str, object]] = result["start_levers"]
+    return levers
+
+
+def test_gpus_with_another_process_are_offered_the_utilization_their_free_memory_holds(client: TestClient) -> None:
+    # nvidia-smi's four H100s, GPU0 with 12,545 MiB in use: at vLLM's 0.92 GPU0 will not start. The
+    # levers offered fp8 KV, fp8 weights (neither lowers the request) and "a larger card: H100 NVL
+    # 94GB ... starts", whose link opened the same failing plan (a base listing its GPUs takes no gpu=)
+    # and whose result had forgotten GPU0's other process. Now: utilization 0.84, which starts.
+    response = client.post("/start/nvidia-smi", data={"text": SMI, "model": "llama-3.1-70b"}, follow_redirects=False)
+    assert response.status_code == 303
+    url = response.headers["location"]
+    levers = _links_keep_their_promise(client, url)
+    util = [lv for lv in levers if lv["knob"] == "gpu_memory_utilization"]
+    assert [(lv["sets"], lv["will_start"]) for lv in util] == [({"engine.gpu_memory_utilization": 0.84}, True)]
+    assert not any(lv["knob"] == "gpu" for lv in levers)
+    gpu0 = client.get(url.replace("/plan?", "/plan.json?")).json()["ranks"][0]
+    assert gpu0["free_at_start_bytes"] // (gpu0["total_bytes"] // 100) == 84  # 66.94 of 79.19 GiB
+
+
+def test_a_larger_card_keeps_the_memory_in_use_at_start(client: TestClient) -> None:
+    # 70 GiB free of 79.19: 9.19 GiB in use stays in use on the larger card (the lever sets gpu_free)
+    levers = _links_keep_their_promise(client, "/plan?model=llama-3.1-70b&tp=4&gpu_free=70GiB")
+    card = next(lv for lv in levers if lv["knob"] == "gpu")
+    sets = card["sets"]
+    assert isinstance(sets, dict)
+    assert sets["gpu.total"] - sets["gpu.free_at_start"] == round(79.19 * 2**30) - 70 * 2**30
+    assert any(lv["knob"] == "gpu_memory_utilization" and lv["will_start"] for lv in levers)
