@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
 
 from fastapi.testclient import TestClient
@@ -38,3 +40,14 @@ def test_base_documents_survive_a_restart(settings: Settings) -> None:  # noqa: 
         after = second.get(url.replace("/plan?", "/plan.json?"))
         assert after.status_code == 200, after.text
         assert after.json()["tokens"] == before["tokens"] and after.json()["blocks"] == before["blocks"]
+
+
+def test_a_pasted_config_without_a_name_is_titled_by_its_shape(client: TestClient) -> None:  # noqa: F811
+    # the home page's config.json form, no name given, a config with no _name_or_path: the page was
+    # titled "Plan from a stored document"
+    config = (Path(__file__).resolve().parents[1] / "data" / "configs" / "llama31-8b.json").read_text()
+    response = client.post("/start/config", data={"config": config, "gpu": "H100 80GB"}, follow_redirects=True)
+    assert response.status_code == 200
+    title = re.search(r"<h1>([^<]*)</h1>", response.text)
+    assert title is not None
+    assert html.unescape(title[1]) == "config.json model: 32 layers, 8 KV heads × 128, bfloat16"

@@ -50,6 +50,8 @@ def page_context(
     if result is None:
         context["json_url"] = querystring.page_url("/plan.json", query)
         context["title_name"] = _model_name(base_doc)
+    else:
+        context["title_name"] = _model_name(base_doc) or _unnamed_model(result.get("model"))
     if form:
         values = query if result is not None else {**error_form_values(query, base_doc), "base": query.get("base", "")}
         measured = base_doc is not None and plan_query.whatif_keys(base_doc) != frozenset()
@@ -63,6 +65,15 @@ def _model_name(doc: Mapping[str, Any] | None) -> str:
     if not isinstance(model, Mapping):
         return ""
     return str(model.get("name") or model.get("catalogue") or "")
+
+
+def _unnamed_model(model: object) -> str:
+    """A title for a model known only by its shape (a pasted config.json without `_name_or_path`),
+    rather than "Plan from a stored document"."""
+    if not isinstance(model, Mapping) or model.get("name") or model.get("source") != "config":
+        return ""
+    layers, heads, dim, dtype = (model.get(k) for k in ("layers", "kv_heads", "head_dim", "dtype"))
+    return f"config.json model: {layers} layers, {heads} KV heads × {dim}, {dtype}"
 
 
 def levers_flagged(levers: Sequence[Mapping[str, Any]], base_starts: bool = True) -> bool:
