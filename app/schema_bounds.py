@@ -206,13 +206,14 @@ def _shown(value: object) -> str:
     return text if len(text) <= 24 else f"(a {len(text.lstrip('-')):,}-digit number)"
 
 
-def bound_message(model: type[BaseModel], error: Mapping[str, Any], loc: Sequence[int | str]) -> str | None:
+def bound_message(model: type[BaseModel] | None, error: Mapping[str, Any], loc: Sequence[int | str]) -> str | None:
     """A pydantic bound error in our words, naming the field and its whole stated range (None: not
-    a bound error). `loc` is the error's location in `model` without pydantic's validator tags."""
+    a bound error). `loc` is the error's location in `model` without pydantic's validator tags;
+    without a model (a request's query parameter) the violated side is the range stated."""
     kind = error["type"]
     if kind not in NUMBER_BOUND_ERRORS and kind not in LENGTH_BOUND_ERRORS:
         return None
-    stated = limits_at(model, loc)
+    stated = limits_at(model, loc) if model is not None else None
     fallback = _from_context(error.get("ctx") or {})
     name, value = subject(loc), error.get("input")
     if kind in NUMBER_BOUND_ERRORS:

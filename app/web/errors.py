@@ -31,6 +31,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from app.core.errors import ConflictError, InputError
 from app.db import repository as repo
+from app.schema_bounds import bound_message
 from app.services.sim_jobs import JobLimitError
 from app.web import querystring
 from app.web.headers import HEADERS as SECURITY_HEADERS
@@ -82,9 +83,11 @@ def _loc(loc: tuple[int | str, ...] | list[int | str]) -> str:
 async def validation_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     errors = exc.errors()
-    first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+    first = errors[0] if errors else {"loc": (), "msg": "invalid request", "type": ""}
     loc = [p for p in first.get("loc", ()) if p not in ("query", "path")]
-    return await input_error(request, InputError(_loc(loc), str(first.get("msg", "invalid request"))))
+    named = [p for p in loc if p != "body"]
+    message = bound_message(None, first, named) if named else None  # a bound in our words (app.schema_bounds)
+    return await input_error(request, InputError(_loc(loc), message or str(first.get("msg", "invalid request"))))
 
 
 async def http_error(request: Request, exc: Exception) -> Response:

@@ -91,3 +91,13 @@ def test_the_simulators_plan_names_the_key_as_written(client: TestClient) -> Non
                                       "message": f"gpu-memory-utilization {UTIL}"}
     page = client.get("/sim", params={"gpu-memory-utilization": "1.7"})
     assert page.status_code == 422 and f"gpu-memory-utilization {UTIL}" in unescape(page.text)
+
+
+def test_a_query_parameters_bound_is_said_in_our_words_too(client: TestClient) -> None:
+    """FastAPI's own parameter checks went out in pydantic's words ("String should have at most 300
+    characters"): the error mapping states them as the document's bounds are (app.schema_bounds)."""
+    answer = client.post("/api/v1/plans", params={"title": "x" * 301}, json=PLAN,
+                         headers={"Sec-Fetch-Site": "same-origin"})
+    assert answer.status_code == 422
+    assert answer.json()["error"] == {"field": "title",
+                                      "message": "title is too long (301 characters): give at most 300 characters"}
