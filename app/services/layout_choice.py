@@ -5,16 +5,17 @@ which for a 70B model on an 80 GB card "won't start" with every lever "0 gained"
 page opens at the fewest GPUs that start — TP first (one node, the degrees the model allows, up
 to 8), then pipeline stages of a full node (TP8 × PP2, × PP4, …) — and says that it chose it.
 A URL that gives its TP but no PP keeps that TP and opens at the smallest PP (1, 2, 4, … 16) that
-starts at it (`smallest_starting_pp`), saying so. "Starts" is vLLM's start-up rule as the plan
-computes it: every rank has KV memory and one max_model_len request fits (`will_start` of the
-result).
+starts at it (`smallest_starting_pp`); one that gives its PP but no TP keeps that PP and opens at
+the smallest TP vLLM accepts for the model at that PP, up to one node, that starts at it
+(`smallest_starting_tp`); each says so. "Starts" is vLLM's start-up rule as the plan computes it:
+every rank has KV memory and one max_model_len request fits (`will_start` of the result).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from app.core.errors import InputError
 from app.core.plan import compute
@@ -36,25 +37,33 @@ class LayoutChoice:
     #: The settings the layouts were tried with (the document's, vLLM's defaults filled in), as
     #: "max_model_len 131,072, gpu_memory_utilization 0.92, bfloat16 weights, auto KV cache".
     settings: str = ""
-    #: Only the PP was chosen, at the TP the URL gives (`smallest_starting_pp`).
-    given_tp: bool = False
+    #: The degree the URL gives, the other one chosen at it: "tp" (`smallest_starting_pp`), "pp"
+    #: (`smallest_starting_tp`); "" when both were chosen (`smallest_starting_layout`).
+    given: Literal["", "tp", "pp"] = ""
 
     @property
     def note(self) -> str:
         layout = _label(self.tp, self.pp)
         at = f" at {self.settings}" if self.settings else ""
         does = "does" if len(self.tried) == 1 else "do"
-        if self.given_tp and not self.starts:
-            return (f"no PP up to {layout} starts at the URL's TP{self.tp} on {self.gpu}{at}: opened at TP{self.tp}; "
-                    "a larger TP or card, fp8 weights or fp8 KV, or a shorter max_model_len is needed")
-        if self.given_tp:
-            return (f"opened at {layout}: the smallest PP that starts at the URL's TP{self.tp} on {self.gpu}{at} "
-                    f"({', '.join(self.tried)} {does} not); set PP to change it")
+        if self.given:
+            return self._note_at_given(layout, at, does)
         if not self.starts:
             return (f"no layout up to {layout} starts on {self.gpu}{at}: opened at TP1; a larger card, fp8 weights "
                     "or fp8 KV, or a shorter max_model_len is needed")
         return (f"opened at {layout}: the smallest layout that starts on {self.gpu}{at} "
                 f"({', '.join(self.tried)} {does} not); set TP/PP to change it")
+
+    def _note_at_given(self, layout: str, at: str, does: str) -> str:
+        given, value = ("TP", self.tp) if self.given == "tp" else ("PP", self.pp)
+        chosen = "PP" if self.given == "tp" else "TP"
+        url = f"the URL's {given}{value} on {self.gpu}{at}"
+        if not self.starts:
+            opened = f"TP{self.tp}" if self.given == "tp" else _label(1, self.pp)
+            return (f"no {chosen} up to {layout} starts at {url}: opened at {opened}; a larger {given} or card, "
+                    "fp8 weights or fp8 KV, or a shorter max_model_len is needed")
+        return (f"opened at {layout}: the smallest {chosen} that starts at {url} "
+                f"({', '.join(self.tried)} {does} not); set {chosen} to change it")
 
 
 def _label(tp: int, pp: int) -> str:
@@ -145,31 +154,6 @@ def smallest_starting_layout(doc: Mapping[str, Any]) -> LayoutChoice | None:
     return LayoutChoice(last[0], last[1], False, tuple(tried), _gpu_name(doc), settings)
 
 
-def keeps_tp1(tp1_starts: bool, allowed: Sequence[int]) -> bool:
-    """Whether `smallest_starting_layout` leaves the TP at 1 (it returns None, or a choice at TP1),
-    from the TP1 plan alone: TP1 starts, or the model allows no TP above 1 within a node
-    (`allowed`: the TP degrees vLLM accepts at PP1)."""
-    return tp1_starts or _top_tp(allowed) == 1
-
-
-def opens_at_tp1(doc: Mapping[str, Any]) -> bool:
-    """`keeps_tp1` of the document (True also when it cannot be planned: nothing is chosen),
-    without trying the larger layouts."""
-    try:
-        return _starts(doc) or keeps_tp1(False, plans.allowed_tp(doc))
-    except InputError:
-        return True
-
-
-def starts_at(doc: Mapping[str, Any], tp: int, pp: int) -> bool:
-    """Whether the document's plan starts at TP × PP (True when it cannot be planned there: there is
-    nothing to choose, and its own error shows instead)."""
-    try:
-        return _starts(_at(doc, tp, pp))
-    except InputError:
-        return True
-
-
 def smallest_starting_pp(doc: Mapping[str, Any], tp: int) -> LayoutChoice | None:
     """At the TP a URL gives without a PP: the smallest PP (2, 4, … MAX_PP) at which the document's
     plan starts, when PP1 does not; None when PP1 starts or the document cannot be planned at `tp`.
@@ -184,8 +168,31 @@ def smallest_starting_pp(doc: Mapping[str, Any], tp: int) -> LayoutChoice | None
     for pp in _pp_ladder():
         try:
             if _starts(_at(doc, tp, pp)):
-                return LayoutChoice(tp, pp, True, tuple(tried), _gpu_name(doc), settings, given_tp=True)
+                return LayoutChoice(tp, pp, True, tuple(tried), _gpu_name(doc), settings, given="tp")
         except InputError:
             pass
         tried.append(_label(tp, pp))
-    return LayoutChoice(tp, MAX_PP, False, tuple(tried), _gpu_name(doc), settings, given_tp=True)
+    return LayoutChoice(tp, MAX_PP, False, tuple(tried), _gpu_name(doc), settings, given="tp")
+
+
+def smallest_starting_tp(doc: Mapping[str, Any], pp: int) -> LayoutChoice | None:
+    """At the PP a URL gives without a TP: the smallest TP at which the document's plan starts, of
+    the degrees vLLM accepts for the model at that PP (`plans.allowed_tp`) up to one node, when TP1
+    does not; None when TP1 starts or the document cannot be planned at `pp`. When none starts, the
+    choice says so (`starts` False) and the plan stays at TP1."""
+    try:
+        first = _result(_at(doc, 1, pp))
+        if first["will_start"]:
+            return None
+        tps = [tp for tp in plans.allowed_tp(_at(doc, 1, pp)) if 1 < tp <= MAX_TP]
+    except InputError:
+        return None
+    settings, tried = _settings(first), [_label(1, pp)]
+    for tp in tps:
+        try:
+            if _starts(_at(doc, tp, pp)):
+                return LayoutChoice(tp, pp, True, tuple(tried), _gpu_name(doc), settings, given="pp")
+        except InputError:
+            pass
+        tried.append(_label(tp, pp))
+    return LayoutChoice(max(tps, default=1), pp, False, tuple(tried), _gpu_name(doc), settings, given="pp")

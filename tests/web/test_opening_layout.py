@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from app.core.errors import InputError
 from app.services import layout_choice, plan_query, plans
 from app.services.layout_choice import smallest_starting_layout
 from app.web.templating import RenderEvent
@@ -56,7 +57,9 @@ def test_a_given_layout_is_kept_even_when_it_does_not_start(client: TestClient) 
     tp4 = client.get("/plan.json?model=llama-3.1-70b&tp=4&util=0.85").json()
     assert tp4["url"] == "/plan?model=llama-3.1-70b&tp=4&util=0.85"
     pp2 = client.get("/plan.json?model=llama-3.1-70b&pp=2").json()
-    assert (pp2["layout"]["tp"], pp2["layout"]["pp"]) == (4, 2)  # TP from the opening layout
+    # a PP alone opens at the smallest TP that starts at it (test_layout_at_a_given_pp), not at the
+    # TP1-based choice's TP4: TP2 x PP2 starts
+    assert (pp2["layout"]["tp"], pp2["layout"]["pp"]) == (2, 2) and pp2["will_start"]
 
 
 def test_nothing_starts_is_said_not_hidden() -> None:
@@ -201,6 +204,69 @@ def test_the_pp_at_a_given_tp_is_the_smallest_that_run_plan_starts(client: TestC
         assert shown["layout"]["pp"] == (_smallest_pp(query, tp) or 1), (query, tp)
 
 
+# -- a PP given without a TP: the smallest TP that starts at that PP -------------------------------
+# The symmetric case of stop 27's: /plan?model=llama-3.1-70b&pp=2 opened at TP4 x PP2 (8 GPUs), the
+# TP of the TP1-based choice (TP4 x PP1), where TP2 x PP2 (4 GPUs) starts.
+
+def _smallest_tp(query: dict[str, str], pp: int) -> int | None:
+    """The rule, stated independently: the first TP of 1 ... 8 that `plans.run_plan` of the query's
+    document accepts at `pp` (a degree vLLM refuses is an InputError there) and that starts (None:
+    none does)."""
+    for tp in range(1, 9):
+        try:
+            if _run(query, tp, pp)["will_start"]:
+                return tp
+        except InputError:
+            continue
+    return None
+
+
+def test_layout_at_a_given_pp_is_the_smallest_tp_that_starts_at_it(client: TestClient) -> None:
+    query = {"model": "llama-3.1-70b"}
+    assert _smallest_tp(query, 2) == 2 and _smallest_starting(query) == (4, 1)  # not the TP1-based choice's TP4
+    shown = client.get("/plan.json", params={**query, "pp": "2"}).json()
+    assert (shown["layout"]["tp"], shown["layout"]["pp"]) == (2, 2) and shown["will_start"]
+    assert shown["blocks"] == _run(query, 2, 2)["blocks"]
+    (note,) = _opened(shown)
+    assert note == ("opened at TP2 × PP2: the smallest TP that starts at the URL's PP2 on H100 80GB at "
+                    "max_model_len 131,072, gpu_memory_utilization 0.92, bfloat16 weights, auto KV cache "
+                    "(TP1 × PP2 does not); set TP to change it")
+    assert shown["url"] == "/plan?model=llama-3.1-70b&pp=2"  # the chosen TP stays implicit
+    page = client.get("/plan", params={**query, "pp": "2"})
+    assert 'id="layout-choice"' in page.text and "the smallest TP that starts at the URL&#39;s PP2" in page.text
+
+
+def test_no_tp_starting_at_a_given_pp_is_said(client: TestClient) -> None:
+    shown = client.get("/plan.json?model=llama-3.1-405b&gpu=4GiB&pp=2").json()
+    assert (shown["layout"]["tp"], shown["layout"]["pp"]) == (1, 2) and not shown["will_start"]
+    (note,) = [n for n in shown["notes"] if n.startswith("no TP up to")]
+    assert note.startswith("no TP up to TP8 × PP2 starts at the URL's PP2 on a GPU of 4GiB at max_model_len ")
+    assert note.endswith(": opened at TP1 × PP2; a larger PP or card, fp8 weights or fp8 KV, or a shorter "
+                         "max_model_len is needed")
+
+
+def test_the_tp_at_a_given_pp_is_the_smallest_that_run_plan_starts(client: TestClient) -> None:
+    """Seeded queries over models whose TP degrees differ (phi-4: 1, 2, 5; qwen2.5-7b: 1, 2, 4) and
+    cards, against `_smallest_tp`; where none starts the page stays at TP1."""
+    rng = random.Random(2029)
+    for _ in range(10):
+        query = {
+            "model": rng.choice(["llama-3.1-70b", "phi-4", "qwen2.5-7b-instruct", "qwen3-30b-a3b"]),
+            "gpu": rng.choice(["12GiB", "L4 24GB", "L40S 48GB", "A100 40GB"]),
+            "max_model_len": str(rng.choice([8192, 16384, 32768])),
+            "util": str(rng.choice([0.8, 0.9])),
+            "kv_dtype": rng.choice(["auto", "fp8"]),
+        }
+        pp = rng.choice([1, 2, 4])
+        shown = client.get("/plan.json", params={**query, "pp": str(pp)}).json()
+        assert shown["layout"]["pp"] == pp, query
+        assert shown["layout"]["tp"] == (_smallest_tp(query, pp) or 1), (query, pp)
+    # the non-power-of-two degree is reached: phi-4 on 12 GiB at PP1 opens at TP5 (TP4 is refused)
+    phi = client.get("/plan.json?model=phi-4&gpu=12GiB&pp=1").json()
+    assert (phi["layout"]["tp"], _smallest_tp({"model": "phi-4", "gpu": "12GiB"}, 1)) == (5, 5)
+    assert "(TP1, TP2 do not)" in _opened(phi)[0]
+
+
 # -- the canonical URL: a given TP/PP is dropped only where the URL without it opens there too -----
 
 @pytest.mark.parametrize(("query", "url"), [
@@ -210,9 +276,16 @@ def test_the_pp_at_a_given_tp_is_the_smallest_that_run_plan_starts(client: TestC
     ("model=llama-3.1-70b&pp=1&tp=4", "/plan?model=llama-3.1-70b&tp=4"),
     # TP2 × PP1 does not start, and TP2 alone opens at TP2 × PP2: the PP1 is kept
     ("model=llama-3.1-70b&pp=1&tp=2", "/plan?model=llama-3.1-70b&pp=1&tp=2"),
-    # TP1 does not start: a given TP1 is kept; PP1 alone is the opening layout's (TP4 × PP1): dropped
+    # TP1 does not start: a given TP1 is kept; so is a PP1 alone: it opens at TP4 too, but saying
+    # "the smallest TP that starts at the URL's PP1", where /plan?model=llama-3.1-70b says "the
+    # smallest layout that starts" (it was dropped before a PP alone chose its own TP)
     ("model=llama-3.1-70b&pp=1&tp=1", "/plan?model=llama-3.1-70b&pp=1&tp=1"),
-    ("model=llama-3.1-70b&pp=1", "/plan?model=llama-3.1-70b"),
+    ("model=llama-3.1-70b&pp=1", "/plan?model=llama-3.1-70b&pp=1"),
+    # a PP alone keeps it (the TP chosen at it is implicit); a TP1 beside it is dropped only where
+    # TP1 starts at that PP (TP1 × PP4 does, TP1 × PP2 does not: pp=2 alone opens at TP2 × PP2)
+    ("model=llama-3.1-70b&pp=2", "/plan?model=llama-3.1-70b&pp=2"),
+    ("model=llama-3.1-70b&pp=4&tp=1", "/plan?model=llama-3.1-70b&pp=4"),
+    ("model=llama-3.1-70b&pp=2&tp=1", "/plan?model=llama-3.1-70b&pp=2&tp=1"),
     # 405B opens at TP8 × PP2: PP1 is not the opening layout's, kept
     ("model=llama-3.1-405b&pp=1", "/plan?model=llama-3.1-405b&pp=1"),
     ("model=llama-3.1-405b&pp=2&tp=8", "/plan?model=llama-3.1-405b&pp=2&tp=8"),
@@ -227,13 +300,14 @@ def test_the_canonical_url_keeps_a_given_layout_unless_it_is_the_opening_one(
     assert shown["url"] == url
     again = client.get(url.replace("/plan", "/plan.json", 1)).json()  # the canonical URL opens the same plan
     assert (again["layout"], again["blocks"], again["url"]) == (shown["layout"], shown["blocks"], url)
+    assert again["notes"] == shown["notes"]  # and says the same of it
 
 
 def test_the_canonical_url_opens_the_page_it_came_from(client: TestClient) -> None:
-    """Random queries with and without TP/PP: the canonical URL opens the same layout and the same
-    pool (a TP/PP dropped from it was the one the page opened at). Not always the same note: a PP1
-    given alone is dropped where the opening layout's PP is 1 (as before stop 28), and the URL
-    without it says "opened at"."""
+    """Random queries with and without TP/PP: the canonical URL opens the same layout, the same
+    pool and the same notes (a TP/PP of 1 is dropped from it only where the URL without it opens
+    the same page; before, a PP1 given alone was dropped where the opening layout's PP is 1, and the
+    URL without it said "opened at" where the page it came from did not)."""
     rng = random.Random(2028)
     for _ in range(14):
         query = {"model": rng.choice(["llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b"]),
@@ -245,8 +319,24 @@ def test_the_canonical_url_opens_the_page_it_came_from(client: TestClient) -> No
         shown = client.get("/plan.json", params=query).json()
         again = client.get(shown["url"].replace("/plan", "/plan.json", 1)).json()
         assert (again["layout"], again["blocks"]) == (shown["layout"], shown["blocks"]), (query, shown["url"])
+        assert again["notes"] == shown["notes"], (query, shown["url"])
         for name in ("tp", "pp"):  # only a 1 is ever dropped
             assert (name in query and query[name] != "1") <= (f"{name}=" in shown["url"]), (query, shown["url"])
+
+
+def test_a_given_one_is_kept_where_dropping_it_changes_the_note(client: TestClient) -> None:
+    """A PP1 given alone opens at the smallest TP that starts at PP1 and says so; the URL without it
+    opens at the same layout (70B on H100: TP4) with another note, so the canonical URL keeps the
+    pp=1. Where TP1 starts (8B), neither says anything and the pp=1 is dropped."""
+    with_pp1 = client.get("/plan.json?model=llama-3.1-70b&pp=1").json()
+    without = client.get("/plan.json?model=llama-3.1-70b").json()
+    assert (with_pp1["layout"], with_pp1["blocks"]) == (without["layout"], without["blocks"])
+    assert _opened(with_pp1) != _opened(without)
+    assert "the smallest TP that starts at the URL's PP1" in _opened(with_pp1)[0]
+    assert "the smallest layout that starts" in _opened(without)[0]
+    assert with_pp1["url"] == "/plan?model=llama-3.1-70b&pp=1"
+    small = client.get("/plan.json?model=llama-3.1-8b&pp=1").json()
+    assert small["url"] == "/plan" and not _opened(small) and not _opened(client.get("/plan.json").json())
 
 
 # -- a slider tick computes one plan ---------------------------------------------------------------
@@ -278,6 +368,9 @@ class _PlanSpy:
     "model=llama-3.1-70b&tp=4&pp=1&dp=1",  # the browser's form at 70B's opening layout (TP1, TP2, TP4 tried)
     "model=llama-3.1-70b&tp=1&pp=1&dp=1",  # at a TP1 that does not start
     "model=llama-3.1-405b&tp=8&pp=2",
+    "model=llama-3.1-8b&pp=2",  # a PP alone where TP1 starts at it: the page's own plan is the choice's first try
+    "model=llama-3.1-70b&pp=8",  # ... TP1 × PP8 starts for 70B on H100 (down to util 0.51)
+    "model=llama-3.1-70b&tp=2&pp=2&dp=1",  # the browser's form at the opening layout of /plan?model=llama-3.1-70b&pp=2
 ])  # fmt: skip
 def test_a_new_slider_position_with_its_tp_given_computes_one_plan(
     client: TestClient, monkeypatch: pytest.MonkeyPatch, structure: str
@@ -289,12 +382,3 @@ def test_a_new_slider_position_with_its_tp_given_computes_one_plan(
         response = client.get(f"/plan?{structure}&util={util}", headers=HX)
         assert response.status_code == 200 and (spy.pages, spy.choices) == (1, 0), (util, spy.pages, spy.choices)
     assert client.get(f"/plan?{structure}&util=0.87", headers=HX).status_code == 200 and spy.pages == 1  # a revisit
-
-
-def test_keeps_tp1_is_the_full_choices_tp(client: TestClient) -> None:
-    """`layout_choice.opens_at_tp1` (the TP1 plan alone) agrees with `smallest_starting_layout`."""
-    for model, gpu in [("llama-3.1-8b", "L4 24GB"), ("llama-3.1-70b", "H100 80GB"), ("llama-3.1-405b", "4GiB"),
-                       ("qwen3-30b-a3b", "L4 24GB"), ("llama-3.1-70b", "H200 141GB")]:
-        doc = {"model": {"catalogue": model}, "gpu": {"name": gpu} if gpu[0].isalpha() else {"total": gpu}}
-        choice = smallest_starting_layout(doc)
-        assert layout_choice.opens_at_tp1(doc) == (choice is None or choice.tp == 1), (model, gpu)

@@ -17,6 +17,7 @@ from app.db.session import make_engine, open_database, run_write
 from app.services import plans
 from app.services.base_documents import MemoryBaseStore
 from app.settings import Settings
+from app.web import querystring
 from app.web.templating import RenderEvent
 
 from .saved_support import (
@@ -312,3 +313,23 @@ def test_the_edit_link_of_a_saved_tp1_plan_opens_tp1(client: TestClient, renders
     assert opened["layout"]["tp"] == 1 and opened["tokens"] == saved["tokens"] == 0
     levers = [html.unescape(u) for u in re.findall(r'href="(/plan\?[^"]*(?:kv_dtype|quant)=fp8[^"]*)"', page)]
     assert levers and all("tp=1" in url for url in levers), levers
+
+
+@pytest.mark.parametrize("layout", [(1, 1), (1, 2), (1, 4), (2, 2), (4, 1)])
+def test_the_edit_link_is_the_canonical_url_of_the_saved_layout(
+    client: TestClient, renders: list[RenderEvent], layout: tuple[int, int]
+) -> None:
+    """70B on H100s: TP1 and TP1 × PP2 do not start; TP1 × PP4, TP2 × PP2 and TP4 do. A saved plan's
+    edit link opens its layout and is the URL the plan page and the API give that plan (one rule,
+    `opening.layout_in_url`: a TP or PP of 1 is stated where the layout does not start). The saved
+    page had its own rule (both stated wherever TP1 × PP1 does not start: pp=4&tp=1, pp=1&tp=4)."""
+    doc = {"model": {"catalogue": "llama-3.1-70b"}, "gpu": {"name": "H100 80GB"},
+           "layout": {"tp": layout[0], "pp": layout[1]}}
+    saved = _save(client, doc)
+    client.get(saved["url"])
+    edit_url = last_render(renders, "pages/saved_plan.html").context["edit_url"]
+    opened = client.get(edit_url.replace("/plan?", "/plan.json?")).json()
+    assert (opened["layout"]["tp"], opened["layout"]["pp"]) == layout and opened["tokens"] == saved["tokens"]
+    assert opened["url"] == edit_url
+    shareable = client.post("/api/v1/plan", json=doc).json()["url"]
+    assert querystring.from_text(edit_url) == {**querystring.from_text(shareable), "from": saved["slug"]}, shareable

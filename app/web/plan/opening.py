@@ -2,13 +2,15 @@
 
 A URL without a layout opens at the smallest that starts (`layout_choice.smallest_starting_layout`,
 memoised per app as `opening_layout`); one with a TP but no PP at the smallest PP that starts at
-that TP (`opening_pp`); one with a PP alone at the first choice's TP. A given TP or PP stays in the
-canonical URL unless it is 1 and the URL without it opens at 1 too (`layout_in_url`).
+that TP (`opening_pp`); one with a PP but no TP at the smallest TP that starts at that PP
+(`opening_tp`). A given TP or PP stays in the canonical URL unless it is 1 and the URL without it
+opens the same page: the same layout and the same note (`layout_in_url`).
 
 The choices are pure functions of the query's knobs but TP and PP (`_choice_settings`, their memo
-key with the catalogue's pins). A slider tick with its TP given runs none of them: its own plan is
-the first try of the PP choice (`open_plan` with the page's runner) and answers the canonical URL's
-questions (`Known`), so it computes exactly one plan.
+key with the catalogue's pins). A slider tick with its TP and PP given runs none of them, and one
+with only one of them given runs none where the layout it states starts: its own plan is the first
+try of the choice (`open_plan` with the page's runner) and answers the canonical URL's question
+(`Known`), so it computes exactly one plan.
 """
 
 from __future__ import annotations
@@ -22,11 +24,9 @@ from app.ingest.catalogue import find_model
 from app.services import plan_query
 from app.services.layout_choice import (
     LayoutChoice,
-    keeps_tp1,
-    opens_at_tp1,
     smallest_starting_layout,
     smallest_starting_pp,
-    starts_at,
+    smallest_starting_tp,
 )
 from app.services.memo import memoised
 
@@ -39,8 +39,8 @@ Known = Mapping[tuple[int, int], tuple[bool, Sequence[int]]]
 def opening_layout(query: Mapping[str, str]) -> LayoutChoice | None:
     """The layout a plan without a base opens at when TP1 does not start (None: TP1 starts, or
     the ranks are given; not `starts`: none does, and the plan opens at TP1 saying so). It fills
-    TP and PP where the URL leaves both out (and the TP where it gives only the PP), and stays out
-    of the canonical URL; a TP or PP the URL gives is kept in it (TP1 included, `layout_in_url`).
+    TP and PP where the URL leaves both out, and stays out of the canonical URL; a TP or PP the URL
+    gives is kept in it (TP1 included, `layout_in_url`).
 
     The layouts are tried on the document the query itself builds (`plan_query.plan_from_query`
     of every knob it states but TP/PP: its max_model_len, util, quant, KV dtype, ...), so the
@@ -61,6 +61,17 @@ def opening_pp(query: Mapping[str, str]) -> LayoutChoice | None:
         return None
     return memoised(_choice_key("opening_pp", settings, tp),
                     lambda: _on_document(settings, lambda doc: smallest_starting_pp(doc, tp)))
+
+
+def opening_tp(query: Mapping[str, str]) -> LayoutChoice | None:
+    """The TP a plan without a base opens at when the URL gives its PP but no TP, and TP1 does not
+    start at that PP (`layout_choice.smallest_starting_tp`); None: TP1 starts, or nothing is chosen."""
+    settings = _choice_settings(query)
+    pp = _given_int(query, "pp")
+    if settings is None or pp is None or "tp" in query:
+        return None
+    return memoised(_choice_key("opening_tp", settings, pp),
+                    lambda: _on_document(settings, lambda doc: smallest_starting_tp(doc, pp)))
 
 
 def _choice_settings(query: Mapping[str, str]) -> dict[str, str] | None:
@@ -91,28 +102,6 @@ def _on_document(settings: Mapping[str, str], choose: Callable[[dict[str, Any]],
     return choose(doc)
 
 
-def _starts_at(query: Mapping[str, str], tp: int, pp: int) -> bool:
-    """`layout_choice.starts_at` of the query's document at TP × PP, once per app."""
-    settings = _choice_settings(query)
-    if settings is None:
-        return True
-    return bool(memoised(_choice_key("starts_at", settings, tp, pp),
-                         lambda: _on_document(settings, lambda doc: starts_at(doc, tp, pp)) is not False))
-
-
-def _opens_at_tp1(query: Mapping[str, str], known: Known) -> bool:
-    """`layout_choice.opens_at_tp1` of the query's document: from the page's own plan when it
-    is at TP1 × PP1 (`keeps_tp1`), else once per app."""
-    settings = _choice_settings(query)
-    if settings is None:
-        return True
-    at_tp1 = known.get((1, 1))
-    if at_tp1 is not None:
-        return keeps_tp1(*at_tp1)
-    return bool(memoised(_choice_key("opens_at_tp1", settings),
-                         lambda: _on_document(settings, opens_at_tp1) is not False))
-
-
 def known_plan(result: Mapping[str, Any]) -> Known:
     """A computed plan as `Known`: its layout → (will_start, allowed TP degrees)."""
     layout = result.get("layout") or {}
@@ -122,35 +111,26 @@ def known_plan(result: Mapping[str, Any]) -> Known:
 def layout_in_url(canonical: dict[str, str], query: Mapping[str, str], known: Known) -> None:
     """The canonical URL's TP and PP, for a plan without a base: a TP or PP the query leaves out
     stays out (the opening layout is implicit); one it gives stays, unless it is 1 and the URL
-    without it opens at 1 too (a TP1: `opening_layout` keeps TP1; a PP1 beside a given TP: PP1
-    starts at that TP; a PP1 alone: `opening_layout` keeps PP1). `known`: plans the caller has
-    computed (the page's own), so a slider tick with its TP given runs no other plan."""
+    without it opens the same page. That is so exactly where the layout the query states (a rank it
+    leaves out at 1) starts: then every URL of that layout with or without its 1s opens there with
+    no note; where it does not, each opens at its own choice with its own note ("the smallest PP
+    that starts at the URL's TP1", "the smallest layout that starts"), or at another layout.
+    `known`: plans the caller has computed, which include the stated layout (the page's own plan,
+    `open_plan`; the API's result), so no other plan runs; a layout missing from it keeps its 1s."""
     if _choice_settings(query) is None:
         return  # `plan_query.query_from_plan`'s rule: a 1 is the fixed default
+    given = {name: plan_query.canonical_value(name, query[name]) for name in ("tp", "pp") if name in query}
+    stated = known.get((_given_int(query, "tp") or 1, _given_int(query, "pp") or 1))
+    starts = stated is not None and stated[0]
     for name in ("tp", "pp"):
         canonical.pop(name, None)
-        if name not in query:
-            continue
-        given = plan_query.canonical_value(name, query[name])
-        if given != "1" or not _opens_at_one(name, query, known):
-            canonical[name] = given
-
-
-def _opens_at_one(name: str, query: Mapping[str, str], known: Known) -> bool:
-    """Whether the query without `name` (TP or PP, which it gives as 1) opens at 1 for it."""
-    if name == "tp":
-        return _opens_at_tp1(query, known)
-    tp = _given_int(query, "tp")
-    if tp is None:  # TP and PP both from `opening_layout`
-        choice = opening_layout(query)
-        return choice is None or choice.pp == 1
-    at = known.get((tp, 1))
-    return at[0] if at is not None else _starts_at(query, tp, 1)  # `opening_pp`: PP1 when it starts
+        if name in given and (given[name] != "1" or not starts):
+            canonical[name] = given[name]
 
 
 def opened_document(query: Mapping[str, str], base_doc: Mapping[str, Any] | None) -> tuple[dict[str, Any], str | None]:
     """The plan document a what-if query opens: `plan_query.plan_from_query`, at the opening
-    layout where the query states no TP/PP (`opening_layout`, `opening_pp`); and the note saying
+    layout where the query states no TP/PP (`opening_layout`, `opening_pp`, `opening_tp`); and the note saying
     so. The plan page and the simulator (`app.web.sim.routes`) both take their document from here."""
     opened = open_plan(query, base_doc)
     return opened.doc, opened.note
@@ -171,8 +151,9 @@ def open_plan(
     run: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> Opened:
     """`opened_document`, with the caller's plan of it (`run`, the plan page's own runner) when
-    given. Where the query gives a TP but no PP, that plan at PP1 is the first try of the PP
-    choice: when it starts (a slider tick at a TP that starts), it is the only plan computed."""
+    given. Where the query gives a TP but no PP (a PP but no TP), that plan at PP1 (TP1) is the
+    first try of the choice: when it starts (a slider tick at a layout that starts), it is the
+    only plan computed."""
     doc = plan_query.plan_from_query(query, base_doc)
     known: dict[tuple[int, int], tuple[bool, Sequence[int]]] = {}
 
@@ -185,11 +166,11 @@ def open_plan(
 
     if base_doc is not None or ("tp" in query and "pp" in query):
         return Opened(doc, None, ran(doc), known)
-    if "tp" in query:
+    if "tp" in query or "pp" in query:
         result = ran(doc)
         if result is not None and result["will_start"]:
             return Opened(doc, None, result, known)
-        choice = opening_pp(query)
+        choice = opening_pp(query) if "tp" in query else opening_tp(query)
         if choice is None:
             return Opened(doc, None, result, known)
     else:
@@ -209,13 +190,11 @@ def pins(structure: Mapping[str, str]) -> tuple[str | None, ...]:
 
 
 def _open_at(doc: dict[str, Any], query: Mapping[str, str], choice: LayoutChoice) -> str | None:
-    """Put the opening layout's TP/PP where the query leaves them out; the note saying so when it
-    chose both (issue 17 item 5), or the PP at the query's TP."""
+    """Put the opening layout's TP/PP where the query leaves them out, and the note saying so:
+    both chosen (issue 17 item 5), the PP at the query's TP, or the TP at the query's PP."""
     layout = doc.get("layout") or {}
     for key, value in (("tp", choice.tp), ("pp", choice.pp)):
         if key not in query and choice.starts and layout.get(key, 1) != value:
             doc["layout"] = layout = {**layout, key: value}  # only what differs from the document's own
-    if "pp" in query:  # the TP from `opening_layout`, beside a given PP: no note, as before
-        return None
     doc["notes"] = [*doc.get("notes", []), choice.note]
     return choice.note

@@ -44,28 +44,30 @@ def saved_list_context(plans: Sequence[repo.PlanSummary], request: Request) -> d
     }
 
 
-def edit_query(doc: Mapping[str, Any], bases: BaseStore) -> dict[str, str]:
+def edit_query(doc: Mapping[str, Any], bases: BaseStore, today: Mapping[str, Any] | None = None) -> dict[str, str]:
     """A what-if query that rebuilds `doc` on the plan page: plain keys when they reproduce the
-    document exactly, else the document stored as a base (`base=<content id>`)."""
+    document exactly, else the document stored as a base (`base=<content id>`). `today`: the
+    document's plan (the saved page's recomputation), which says whether its layout starts."""
     plain = {k: v for k, v in doc.items() if k != "title"}
     try:
         query = plan_query.query_from_plan(plain)
         if validate_plan(plan_query.plan_from_query(query)) == validate_plan(plain):
-            return _with_layout(query, plain)
+            return _with_layout(query, plain, today)
     except (InputError, ValueError):
         pass
     return {"base": bases.put(doc)}
 
 
-def _with_layout(query: dict[str, str], doc: Mapping[str, Any]) -> dict[str, str]:
-    """State the document's TP and PP where a URL without them would open at another layout
-    (the smallest that starts, `opening.opening_layout`): a saved TP1 plan's edit link opened TP4; or
-    at another PP (`opening.opening_pp`: a TP given without a PP opens at the smallest PP that starts)."""
+def _with_layout(query: dict[str, str], doc: Mapping[str, Any], today: Mapping[str, Any] | None) -> dict[str, str]:
+    """State the document's TP and PP as the plan page's canonical URL does (`opening.layout_in_url`):
+    a 1 is left out only where the document's layout starts. A URL without TP or PP opens at the
+    smallest layout that starts (a saved TP1 plan's edit link opened TP4), one without PP at the
+    smallest PP that starts at its TP, one without TP at the smallest TP that starts at its PP.
+    Without `today` both are stated."""
     layout = doc.get("layout")
-    if opening.opening_layout(query) is not None or opening.opening_pp(query) is not None:
-        for name in ("tp", "pp"):
-            value = layout.get(name, 1) if isinstance(layout, Mapping) else 1
-            query.setdefault(name, str(value))
+    degrees = layout if isinstance(layout, Mapping) else {}
+    stated = {**query, **{name: str(degrees.get(name, 1)) for name in ("tp", "pp")}}
+    opening.layout_in_url(query, stated, opening.known_plan(today) if today is not None else {})
     return query
 
 
@@ -73,7 +75,7 @@ def saved_plan_context(
     opened: saved_plans.OpenedPlan, newer: Sequence[repo.PlanSummary], bases: BaseStore, request: Request
 ) -> dict[str, Any]:
     record = opened.record
-    query = edit_query(record.document, bases)
+    query = edit_query(record.document, bases, opened.recomputed.result)
     # the what-if names this plan (`from`): its Save makes a new version of it, no address to paste
     edit_url = querystring.page_url("/plan", {**query, querystring.FROM_KEY: record.slug})
     result = record.summary
