@@ -11,6 +11,7 @@ import pytest
 from app.core.errors import InputError
 from app.services import layout_choice, plan_query, plans
 from app.services.layout_choice import smallest_starting_layout
+from app.web.plan.present import start_lever_rows
 from app.web.templating import RenderEvent
 
 from .support import HX, TestClient
@@ -382,3 +383,30 @@ def test_a_new_slider_position_with_its_tp_given_computes_one_plan(
         response = client.get(f"/plan?{structure}&util={util}", headers=HX)
         assert response.status_code == 200 and (spy.pages, spy.choices) == (1, 0), (util, spy.pages, spy.choices)
     assert client.get(f"/plan?{structure}&util=0.87", headers=HX).status_code == 200 and spy.pages == 1  # a revisit
+
+
+# -- a start lever's link opens at the layout the lever was computed at ------------------------------
+
+@pytest.mark.parametrize("query", [
+    "gpu=L4+24GB&model=llama-3.1-70b&pp=1",  # no TP up to 8 starts at PP1: the page stays at TP1
+    "gpu=L4+24GB&model=llama-3.1-70b&pp=1&tp=1",
+    "gpu=4GiB&model=llama-3.1-405b&tp=2",  # no PP up to 16 starts at TP2: the page stays at PP1
+    "gpu=4GiB&model=llama-3.1-405b",  # no layout starts: TP1
+])  # fmt: skip
+def test_a_start_levers_link_opens_the_plan_the_lever_describes(client: TestClient, query: str) -> None:
+    """The not-starting card's levers are computed at the page's layout; a link that leaves out a TP
+    or PP the page chose opens at the smallest layout that starts with the lever applied, so the
+    fp8-weights lever of 70B on L4 at TP1 said "does not start" and its link opened TP8 x PP1, which
+    does. Each link opens the lever's layout, and starts exactly where the lever says it does."""
+    shown = client.get(f"/plan.json?{query}").json()
+    assert not shown["will_start"]
+    rows = [row for row in start_lever_rows(shown, shown["url"]) if row["url"]]
+    assert rows
+    for row in rows:
+        layout = {**shown["layout"], **{k.split(".")[1]: v for k, v in (row.get("sets") or {}).items()
+                                        if k in ("layout.tp", "layout.pp")}}
+        opened = client.get(row["url"].replace("/plan?", "/plan.json?")).json()
+        at = (opened["layout"]["tp"], opened["layout"]["pp"])
+        assert at == (layout["tp"], layout["pp"]), (row["change"], row["url"])
+        assert opened["will_start"] == row["will_start"], (row["change"], row["url"])
+        assert opened["url"] == row["url"], row["change"]  # the link is the canonical URL of the page it opens

@@ -17,7 +17,7 @@ from app.core.exports import FORMATS, ExportError, env_of, missing_model, pairs_
 from app.core.gpus import PRESETS
 from app.services import plan_query
 from app.web import querystring
-from app.web.plan import charts
+from app.web.plan import charts, opening
 from app.web.plan.admission_panel import admission, kpis
 from app.web.plan.form import error_form_values, error_slot_keys, form_context, gpu_field_text, size_text
 from app.web.plan.rank_table import rank_columns, rank_table
@@ -145,10 +145,28 @@ def start_lever_rows(result: Mapping[str, Any], url: str) -> list[dict[str, Any]
             else:
                 changed[key] = _lever_value(key, value)
         else:
-            rows.append({**lever, "url": querystring.page_url("/plan", changed) if url else ""})
+            at = _at_lever_layout(changed, result.get("layout") or {}, lever) if url else {}
+            rows.append({**lever, "url": querystring.page_url("/plan", at) if url else ""})
             continue
         rows.append({**lever, "url": ""})
     return rows
+
+
+def _at_lever_layout(changed: dict[str, str], layout: Mapping[str, Any], lever: Mapping[str, Any]) -> dict[str, str]:
+    """A lever's query at the layout the lever was computed at: the page's TP and PP where its URL
+    leaves them out (a URL without them opens at its own choice: the fp8-weights lever of 70B on L4
+    at TP1 said "does not start" and opened TP8, which does), then a 1 left out as the canonical
+    URL leaves it out (`opening.layout_in_url`, from the lever's own `will_start`)."""
+    stated = dict(changed)
+    for name in ("tp", "pp"):
+        stated.setdefault(name, str(layout.get(name, 1)))
+    try:
+        at = (int(stated["tp"]), int(stated["pp"]))
+    except ValueError:
+        return changed
+    out = dict(changed)
+    opening.layout_in_url(out, stated, {at: (bool(lever.get("will_start")), ())})
+    return out
 
 
 EXPORT_LABELS = {
