@@ -277,7 +277,8 @@ def _stage(
         block_size=plan.block_size, page_bytes=plan.page * group_size,
         mamba_state_bytes_per_request=plan.state_bytes * sum(1 for k in kinds if k in STATE_KINDS),
         groups=groups, kv_cache_dtype=kv_cache_dtype, group_size=max(group_size, 1),
-        page_bytes_per_layer=plan.page, max_model_len_limit=shape.max_position_embeddings,
+        page_bytes_per_layer=plan.page,
+        max_model_len_limit=shape.max_len.limit if shape.max_len else shape.max_position_embeddings,
         mamba_page_padding_pct=plan.padding_pct, notes=plan.notes + dcp_note,
     )  # fmt: skip
 

@@ -29,6 +29,7 @@ from app.core.config_defaults import TRANSFORMERS_VERSION
 from app.core.errors import InputError
 from app.core.hfconfig import HFConfig
 from app.core.layers import ATTENTION_KINDS, LayerKind, layer_kinds, state_geometry
+from app.core.max_len import derive_max_len
 from app.core.params import estimate_params
 from app.core.shape import ModelShape
 from app.core.weights_arch import FALCON, plain_mlp
@@ -158,6 +159,7 @@ def shape_from_config(
         state=state_geometry(cfg, kinds, hidden, dtype, notes),
         checkpoint_kv_cache_dtype=_checkpoint_kv_dtype(cfg, notes),
         mla_qk_head_dim=_mla_qk_head_dim(cfg) if latent is not None else None,
+        max_len=derive_max_len(cfg),
     )  # fmt: skip
     est = estimate_params(cfg, shape, notes)
     weights = build_weights_model(config, shape, safetensors_index)

@@ -102,7 +102,7 @@ class Engine:
     enable_prefix_caching: bool = True  # --enable-prefix-caching (the version's default: app.core.prefix_pool)
     async_scheduling: bool | None = None  # --[no-]async-scheduling; None: the version's default (app.core.in_flight)
     # True when no document or log stated max_model_len and the model's default was taken
-    # (vLLM's own default: max_position_embeddings, vllm/config/model.py get_and_verify_max_len)
+    # (vLLM's own default, app.core.max_len: the smallest length key, RoPE-scaled; vllm/config/model.py)
     max_model_len_assumed: bool = False
     # True when vLLM's defaults for the card were taken (versions.card_scheduler_defaults): another
     # card re-picks them (a ≥ 70 GiB card other than an A100 gets 8192 tokens and 1024 sequences)

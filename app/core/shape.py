@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from app.core.errors import InputError
 from app.core.layers import ATTENTION_KINDS, STATE_KINDS, LayerKind
 from app.core.mamba import DTYPE_BYTES, StateGeometry
+from app.core.max_len import ASSUMED_MAX_MODEL_LEN, LENGTH_KEYS, MaxLen, check_max_model_len
 from app.core.weights_quant import online_fp8_plan
 from app.core.weights_tensor import Geometry, WeightsModel, rank_group_bytes, requantized
 
@@ -59,6 +60,8 @@ class ModelShape:
     gated_mlp: bool = True  # dense MLP is gate_up + down (Llama); False: up + down (weights_arch.plain_mlp)
     # Tensor table for per-rank weights (app.core.weights); derived from the config, so not compared.
     weights: WeightsModel | None = field(default=None, compare=False, repr=False)
+    # vLLM's default and limit for max_model_len (app.core.max_len); None for a shape built without a config
+    max_len: MaxLen | None = None
 
     @property
     def is_mla(self) -> bool:
@@ -106,18 +109,27 @@ def online_fp8_shape(shape: ModelShape) -> ModelShape:
     return replace(shape, weight_bytes=fp8_bytes, online_quantization="fp8")
 
 
-#: The maximum length vLLM assumes for a config that states none of its length keys (a pure Mamba
-#: model such as Falcon-Mamba-7B): "Assuming the model's maximum length is 2048" with a warning
-#: (vllm/config/model.py `_get_and_verify_max_len`, @28be48fa9).
-ASSUMED_MAX_MODEL_LEN = 2048
-
-
 def default_max_model_len(shape: ModelShape) -> tuple[int, str | None]:
-    """The max_model_len vLLM defaults to for this model, and a note when it is vLLM's assumption."""
-    if shape.max_position_embeddings is not None:
+    """The max_model_len vLLM defaults to for this model (``app.core.max_len`` rules 1-4: the smallest
+    length key, RoPE scaling, longrope's original length), and a note when it is vLLM's assumption."""
+    if shape.max_len is not None:
+        if shape.max_len.key is not None:
+            return shape.max_len.default, None
+        return shape.max_len.default, _assumed_note(shape.max_len.default)
+    if shape.max_position_embeddings is not None:  # a shape built without a config
         return shape.max_position_embeddings, None
-    return ASSUMED_MAX_MODEL_LEN, (
-        f"the model's config states no maximum length (max_position_embeddings, n_positions, seq_length, …): "
-        f"vLLM assumes {ASSUMED_MAX_MODEL_LEN:,} with a warning (vllm/config/model.py _get_and_verify_max_len); "
+    return ASSUMED_MAX_MODEL_LEN, _assumed_note(ASSUMED_MAX_MODEL_LEN)
+
+
+def _assumed_note(tokens: int) -> str:
+    return (
+        f"the model's config states no maximum length ({', '.join(LENGTH_KEYS[:3])}, …): "
+        f"vLLM assumes {tokens:,} with a warning (vllm/config/model.py _get_and_verify_max_len); "
         "set max_model_len for the length you serve"
     )
+
+
+def check_given_max_model_len(field: str, shape: ModelShape | None, max_model_len: int) -> None:
+    """Refuse a given max_model_len above what vLLM accepts for this model (``app.core.max_len`` rule 5)."""
+    if shape is not None and shape.max_len is not None:
+        check_max_model_len(field, max_model_len, shape.max_len)

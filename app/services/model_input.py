@@ -15,7 +15,7 @@ from app.core.kvspec import rank_kv
 from app.core.mla_rules import gpu_family, mla_sizing
 from app.core.model_config import shape_from_config
 from app.core.plan import ModelInput
-from app.core.shape import ModelShape, default_max_model_len, online_fp8_shape
+from app.core.shape import ModelShape, check_given_max_model_len, default_max_model_len, online_fp8_shape
 from app.core.versions import CURRENT_VLLM, parse_version
 from app.core.vision import vision_geometry
 from app.schemas import PlanDocument
@@ -153,6 +153,8 @@ def kv_bytes_report(
     rkv = rank_kv(shape, tp=tp, pp=pp, dcp=dcp, kv_cache_dtype=kv_cache_dtype, block_size=configured)
     # `is None`, not `or`: a 0 given is refused by the per-request count below, never replaced by the default
     mml = default_max_model_len(shape)[0] if max_model_len is None else max_model_len
+    if max_model_len is not None:
+        check_given_max_model_len("max_model_len", shape, max_model_len)
     mnbt = 8192 if max_num_batched_tokens is None else max_num_batched_tokens
     return {
         "model": shape.name,

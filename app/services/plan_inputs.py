@@ -18,7 +18,7 @@ from app.core.nontorch import Interconnect
 from app.core.plan import Engine, Layout, ModelInput, PlanInput, Policy, check_rank_count, with_columns
 from app.core.prefix_pool import V1_SINCE
 from app.core.profile_run import FLASHINFER_SAMPLER_BYTES
-from app.core.shape import default_max_model_len
+from app.core.shape import check_given_max_model_len, default_max_model_len
 from app.core.versions import (
     CURRENT_VLLM,
     card_scheduler_defaults,
@@ -106,6 +106,8 @@ def _engine(doc: PlanDocument, model: ModelInput, version: str) -> Engine:
     max_model_len = engine_doc.max_model_len or (default_max_model_len(model.shape)[0] if model.shape else None)
     if max_model_len is None:
         raise InputError("engine.max_model_len", "required: a model given as bytes per token states no length")
+    if engine_doc.max_model_len:
+        check_given_max_model_len("engine.max_model_len", model.shape, engine_doc.max_model_len)
     util, mnbt, seqs, _ = engine_settings(doc, max_model_len)
     return Engine(
         gpu_memory_utilization=util,

@@ -167,7 +167,12 @@ def resolve(doc: object) -> Sizing:
         raise InputError("vllm_version", exc.message) from None
     probe = {"model": d.model.model_dump(mode="json", exclude_none=True), "gpu": {"total": 2**40},
              "vllm_version": version, "engine": {"max_model_len": d.target.max_model_len or 1}}  # fmt: skip
-    base = plan_inputs.build_plan(validate_plan(probe))
+    try:
+        base = plan_inputs.build_plan(validate_plan(probe))
+    except InputError as exc:  # the probe carries the target's length: its error is the target's
+        if exc.field != "engine.max_model_len":
+            raise
+        raise InputError("target.max_model_len", exc.message) from None
     shape = base.model.shape
     mml = d.target.max_model_len or (default_max_model_len(shape)[0] if shape else None)
     if mml is None:

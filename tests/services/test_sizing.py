@@ -18,6 +18,9 @@ from app.services.sizing import resolve, run_size
 
 JSON = dict[str, Any]
 MODELS = ["llama-3.2-1b", "qwen3-8b", "gemma-2-9b-it", "qwen3-30b-a3b", "llama-3.1-8b", "phi-3-mini-4k-instruct"]
+#: the max_position_embeddings of the two with the shortest lengths: vLLM refuses a longer max_model_len
+#: (vllm/config/model.py _get_and_verify_max_len), and so does sizing (tests/core/test_max_len.py)
+MODEL_LIMITS = {"gemma-2-9b-it": 8192, "phi-3-mini-4k-instruct": 4096}
 GPUS = ["H100 80GB", "L4 24GB", "A100 40GB", "RTX 4090 24GB", "H200 141GB"]
 
 
@@ -60,7 +63,8 @@ def plan_meets(plan: JSON, dp: int, target: JSON, mml: int) -> bool:
 
 @st.composite
 def sizing_docs(draw: st.DrawFn) -> JSON:
-    mml = draw(st.sampled_from([2048, 4096, 8192, 16_384]))
+    model = draw(st.sampled_from(MODELS))
+    mml = draw(st.sampled_from([m for m in (2048, 4096, 8192, 16_384) if m <= MODEL_LIMITS.get(model, m)]))
     kind = draw(st.sampled_from(["concurrency", "tokens", "max_model_len"]))
     target: JSON = {"max_model_len": mml}
     if kind == "concurrency":
@@ -70,7 +74,7 @@ def sizing_docs(draw: st.DrawFn) -> JSON:
     elif kind == "tokens":
         target["tokens"] = draw(st.integers(10_000, 3_000_000))
     return {
-        "model": {"catalogue": draw(st.sampled_from(MODELS))},
+        "model": {"catalogue": model},
         "target": target,
         "gpus": draw(st.lists(st.sampled_from(GPUS), min_size=1, max_size=2, unique=True)),
         "max_gpus": draw(st.integers(1, 6)),

@@ -39,3 +39,15 @@ def test_kv_bytes_and_sizing_take_the_same_length(tmp_path: object, capsys: pyte
                                 "gpus": ["H100 80GB"]}))
     assert main(["size", str(size), "--json"]) in (0, 1)
     assert json.loads(capsys.readouterr().out)["target"]["max_model_len"] == 2048
+
+
+def test_a_max_model_len_above_the_models_length_is_refused_under_the_field(client: TestClient) -> None:
+    """vLLM refuses max_model_len 65,536 for Qwen3-14B (max_position_embeddings 40,960) unless
+    VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (vllm/config/model.py _get_and_verify_max_len @28be48fa9);
+    the plan was computed at 65,536 before."""
+    api = client.get("/plan.json?model=qwen3-14b&max_model_len=65536")
+    assert api.status_code == 422
+    assert "derived maximum length 40,960" in api.text and "max_model_len" in api.text
+    page = client.get("/plan?model=qwen3-14b&max_model_len=65536")
+    assert page.status_code == 422 and "derived maximum length 40,960" in page.text
+    assert client.get("/plan.json?model=qwen3-14b&max_model_len=40960").status_code == 200

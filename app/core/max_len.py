@@ -1,0 +1,147 @@
+"""The model's maximum length as vLLM derives it from config.json, and the check of a given one.
+
+Theory of operation, rule by rule as vLLM @28be48fa9 (2026-05-24) applies them:
+
+1. ``derive_max_model_len_and_key`` (vllm/transformers_utils/model_arch_config_convertor.py,
+   since 0eee877f6, 2026-01-02; the same list in vllm/config/model.py ``_get_and_verify_max_len``
+   since Whisper, e1a5c2f0a, 2025-01-03): the SMALLEST of ``LENGTH_KEYS`` the text config states;
+   then a truthy ``model_max_length`` replaces it whatever its size (Command-R / Cohere / Aya).
+2. None stated: 2048, "Assuming the model's maximum length is 2048" (``_get_and_verify_max_len``),
+   and a max_model_len the user gives is taken unchecked.
+3. RoPE (``_get_and_verify_max_len``; the legacy ``rope_scaling`` patched into ``rope_parameters``
+   by vllm/transformers_utils/config.py ``patch_rope_parameters`` / ``patch_legacy_rope_type``:
+   ``type`` → ``rope_type``, ``su`` → ``longrope``, ``mrope`` → ``default``, a top-level
+   ``original_max_position_embeddings`` copied in): skipped when "gemma3" is in the text model_type;
+   otherwise every rope type but su / longrope / llama3 multiplies by its ``factor`` (a null one
+   counts 1.0), and ``yarn`` first sets the length to its ``original_max_position_embeddings``.
+4. The default for a ``longrope`` model is the config's ``original_max_position_embeddings``
+   (short factors), not the scaled length; the scaled length stays the limit.
+5. A given max_model_len above the derived length is refused unless it is at most the config's
+   ``model_max_length``; VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 lets vLLM start with a warning instead.
+
+Not applied, as vLLM does not apply them to a planner's generative model: the sliding-window cap
+(only under ``--disable-sliding-window``), the tokenizer's ``model_max_length`` (only for pooling
+models with absolute position embeddings), sentence-transformers' ``max_seq_length``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from app.core.config_defaults import TEXT_CONFIG_TYPE
+from app.core.errors import InputError
+from app.core.hfconfig import HFConfig
+
+#: vLLM's ``possible_keys``, in its order (model_arch_config_convertor.py @28be48fa9).
+LENGTH_KEYS = (
+    "max_position_embeddings",  # OPT
+    "n_positions",  # GPT-2
+    "max_seq_len",  # MPT
+    "seq_length",  # ChatGLM2
+    "model_max_length",  # Command-R
+    "max_target_positions",  # Whisper
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
+
+#: vLLM's length for a config that states none of ``LENGTH_KEYS`` (``_get_and_verify_max_len``).
+ASSUMED_MAX_MODEL_LEN = 2048
+
+#: transformers' ALLOWED_LAYER_TYPES: rope_parameters keyed by these is one entry per layer type.
+_LAYER_TYPES = frozenset({"full_attention", "sliding_attention", "chunked_attention", "linear_attention"})
+_UNSCALED = ("su", "longrope", "llama3")  # rope types whose factor vLLM does not multiply by
+
+
+@dataclass(frozen=True)
+class MaxLen:
+    """What vLLM derives from one config."""
+
+    default: int  # what vLLM starts with when no max_model_len is given
+    limit: int | None  # the largest max_model_len vLLM accepts (derived_max_model_len); None: any
+    key: str | None  # the config key the limit came from (vLLM's max_len_key); None: none stated
+    model_max_length: int | None  # the config's model_max_length, which lets a given length pass
+
+
+def _rope_entries(cfg: HFConfig) -> list[dict[str, object]] | None:
+    """The text config's RoPE parameters as vLLM patches them, one dict per layer type."""
+    raw = cfg.get("rope_scaling")
+    if raw is None:
+        raw = cfg.get("rope_parameters")
+    if not isinstance(raw, Mapping) or not raw:
+        return None  # a default rope (rope_theta only) has no factor: the same length
+    nested = set(raw).issubset(_LAYER_TYPES)
+    entries = [dict(v) for v in raw.values() if isinstance(v, Mapping)] if nested else [dict(raw)]
+    ompe = cfg.get("original_max_position_embeddings")
+    for rp in entries:
+        if "rope_type" not in rp and "type" in rp:
+            rp["rope_type"] = rp["type"]
+        if "rope_type" not in rp and rp.get("factor") is not None:
+            # the length hangs on the type; vLLM refuses any untyped entry ('rope_parameters should
+            # have a 'rope_type' key'), which we keep only for one that scales nothing (mrope_section)
+            raise InputError("model.config.rope_scaling", "states a factor but no rope_type (or type); vLLM "
+                             "refuses it ('rope_parameters should have a 'rope_type' key')")  # fmt: skip
+        rp.setdefault("rope_type", "default")
+        rp["rope_type"] = {"su": "longrope", "mrope": "default"}.get(str(rp["rope_type"]), rp["rope_type"])
+        if ompe is not None and not nested:
+            rp["original_max_position_embeddings"] = ompe
+    return entries
+
+
+def _number(rp: Mapping[str, object], key: str) -> float:
+    value = rp.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise InputError(f"model.config.rope_scaling.{key}", f"a positive number is required (got {value!r})")
+    return float(value)
+
+
+def _text_model_type(cfg: HFConfig) -> str:
+    top = str(cfg.top.get("model_type") or "")
+    return str(cfg.text.get("model_type") or (TEXT_CONFIG_TYPE.get(top, top) if cfg.nested else top))
+
+
+def _scaled(cfg: HFConfig, derived: float, entries: list[dict[str, object]] | None) -> float:
+    """Rule 3: the length after RoPE scaling (vLLM multiplies after the loop, once)."""
+    if entries is None or "gemma3" in _text_model_type(cfg):
+        return derived
+    factor: float | None = 1.0
+    for rp in entries:
+        if rp["rope_type"] in _UNSCALED:
+            continue
+        if "factor" in rp:  # rp.get("factor", scaling_factor): a stated null is kept, then counts 1.0
+            factor = None if rp["factor"] is None else _number(rp, "factor")
+        if rp["rope_type"] == "yarn":
+            derived = _number(rp, "original_max_position_embeddings")
+    return derived * (1.0 if factor is None else factor)
+
+
+def derive_max_len(cfg: HFConfig) -> MaxLen:
+    """vLLM's default and limit for max_model_len from this config (rules 1-4 above)."""
+    stated = {key: v for key in LENGTH_KEYS if (v := cfg.int_or_none(key)) is not None}
+    key = min(stated, key=lambda k: stated[k]) if stated else None  # the first of equal ones, as vLLM keeps
+    derived = float(stated[key]) if key else math.inf
+    model_max_length = stated.get("model_max_length")
+    if model_max_length:
+        key, derived = "model_max_length", float(model_max_length)
+    entries = _rope_entries(cfg)
+    scaled = _scaled(cfg, derived if key else float(ASSUMED_MAX_MODEL_LEN), entries)
+    default = int(scaled)
+    if entries is not None and any(rp["rope_type"] == "longrope" for rp in entries):
+        default = cfg.int_or_none("original_max_position_embeddings") or default
+    return MaxLen(default=default, limit=int(scaled) if key else None, key=key, model_max_length=model_max_length)
+
+
+def check_max_model_len(field: str, max_model_len: int, max_len: MaxLen) -> None:
+    """Rule 5: refuse a given max_model_len above what vLLM accepts for this model."""
+    if max_len.limit is None or max_model_len <= max_len.limit:
+        return
+    if max_len.model_max_length is not None and max_model_len <= max_len.model_max_length:
+        return
+    raise InputError(field, (
+        f"{max_model_len:,} is more than the model's derived maximum length {max_len.limit:,} "
+        f"({max_len.key} in its config.json, as vllm/config/model.py _get_and_verify_max_len derives it); "
+        "vLLM refuses it unless started with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 "
+        "(positions past the trained length give nan or out-of-bounds errors)"
+    ))  # fmt: skip
