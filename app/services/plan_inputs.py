@@ -18,7 +18,7 @@ from app.core.nontorch import Interconnect
 from app.core.plan import Engine, Layout, ModelInput, PlanInput, Policy, check_rank_count, with_columns
 from app.core.prefix_pool import V1_SINCE
 from app.core.profile_run import FLASHINFER_SAMPLER_BYTES
-from app.core.shape import check_given_max_model_len, default_max_model_len
+from app.core.shape import ModelShape, check_given_max_model_len, default_max_model_len
 from app.core.versions import (
     CURRENT_VLLM,
     card_scheduler_defaults,
@@ -93,11 +93,24 @@ def _base_plan(doc: PlanDocument) -> PlanInput:
         ranks = estimated_ranks(doc, model, layout, engine, version, dp_layout)
         estimated = True
     assumed_len = default_max_model_len(model.shape)[1] if model.shape and not doc.engine.max_model_len else None
+    if doc.ranks and model.shape and doc.engine.max_model_len:
+        assumed_len = _measured_length_note(model.shape, doc.engine.max_model_len)
     notes = (*_document_notes(doc), *((assumed_len,) if assumed_len else ()),
              *layout_notes(dp_layout), *_architecture_notes(doc, version), *mla_notes,
              *_env_notes(doc, version, estimated))
     return PlanInput(model, layout, engine, _policy(doc), ranks, version, _gpu_total(doc), estimated, notes, node(doc),
                      gpu_name=doc.gpu.name if doc.gpu else None)  # fmt: skip
+
+
+def _measured_length_note(shape: ModelShape, max_model_len: int) -> str | None:
+    """A plan on measured ranks (a log, a run's rows) keeps a max_model_len above the model's derived
+    length — the run started with it — and says how vLLM lets it: a plan without them is refused."""
+    try:
+        check_given_max_model_len("engine.max_model_len", shape, max_model_len)
+    except InputError as exc:
+        return (f"max_model_len {exc.message}; the run's measured rows are kept as the run started with it "
+                "(that variable set, or a config override such as --hf-overrides rope_scaling)")
+    return None
 
 
 def _engine(doc: PlanDocument, model: ModelInput, version: str) -> Engine:
@@ -106,7 +119,7 @@ def _engine(doc: PlanDocument, model: ModelInput, version: str) -> Engine:
     max_model_len = engine_doc.max_model_len or (default_max_model_len(model.shape)[0] if model.shape else None)
     if max_model_len is None:
         raise InputError("engine.max_model_len", "required: a model given as bytes per token states no length")
-    if engine_doc.max_model_len:
+    if engine_doc.max_model_len and not doc.ranks:  # measured ranks: vLLM ran it (`_measured_length_note`)
         check_given_max_model_len("engine.max_model_len", model.shape, engine_doc.max_model_len)
     util, mnbt, seqs, _ = engine_settings(doc, max_model_len)
     return Engine(

@@ -255,3 +255,18 @@ def test_sizing_refuses_a_target_above_the_derived_length_under_the_target_field
     with pytest.raises(InputError) as err:
         resolve(doc)
     assert err.value.field == "target.max_model_len" and "derived maximum length 8,192" in err.value.message
+
+
+def test_measured_ranks_keep_a_length_above_the_limit_with_a_note() -> None:
+    """A run's measured rows (a log, an import) at a max_model_len above the model's derived length
+    are kept — vLLM started it (VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 or a config override) — and the plan
+    says so; the same length on estimated rows is refused."""
+    from app.services.plans import run_plan
+
+    doc = {"model": {"catalogue": "qwen3-8b"}, "engine": {"max_model_len": 131072}}
+    measured = run_plan({**doc, "ranks": [{"total": "80GiB", "kv_room": "40GiB"}]}, with_levers=False)
+    (note,) = [n for n in measured["notes"] if "derived maximum length 40,960" in n]
+    assert "measured rows are kept" in note and "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in note
+    with pytest.raises(InputError) as err:
+        run_plan({**doc, "gpu": {"name": "H100 80GB"}}, with_levers=False)
+    assert err.value.field == "engine.max_model_len" and "40,960" in err.value.message
