@@ -60,6 +60,11 @@ class Knob:
     #: `key=default` (UNSET) clears it: the field is null, vLLM's default, even where the base
     #: document (or its `vllm serve` command) sets it. The plan form's "not set" option sends it.
     clearable: bool = False
+    #: With `clearable`: what `key=default` removes instead of nulling the knob's own field, where a
+    #: null would make a section that changes the plan (`engine.lora.max_lora_rank: null` turns LoRA
+    #: on): an engine section (its null wins over the base's command) or a value inside one (dropped
+    #: from a copy of the base's section, so the schema's default applies). No section, nothing removed.
+    removes: str | None = None
 
     @property
     def limits(self) -> Limits:
@@ -89,10 +94,13 @@ KNOBS: tuple[Knob, ...] = (
          slider=(256, 65536, 256)),
     Knob("max_num_seqs", "engine.max_num_seqs", "int"),
     Knob("loras", "engine.lora.max_loras", "int", whatif="max_loras"),
-    Knob("lora_rank", "engine.lora.max_lora_rank", "int", whatif="max_lora_rank"),
-    Knob("spec", "engine.speculative.method", "str"),  # eagle | eagle3 | mtp | draft_model | ngram
+    Knob("lora_rank", "engine.lora.max_lora_rank", "int", whatif="max_lora_rank", clearable=True,
+         removes="engine.lora.max_lora_rank"),  # not set: vLLM's 16, the base's LoRA slots kept
+    Knob("spec", "engine.speculative.method", "str",  # eagle | eagle3 | mtp | draft_model | ngram
+         clearable=True, removes="engine.speculative"),  # not set: off, the base's section gone
     Knob("spec_tokens", "engine.speculative.num_speculative_tokens", "int"),
-    Knob("spec_model", "engine.speculative.model.catalogue", "str"),  # the draft (a catalogue name)
+    Knob("spec_model", "engine.speculative.model.catalogue", "str",  # the draft (a catalogue name)
+         clearable=True, removes="engine.speculative.model"),
     Knob("growth", "policy.growth_reserve", "float", default="0", slider=(0, 0.5, 0.01)),
     Knob("reserve", "policy.operating_reserve", "size", default="0"),
     Knob("live", "policy.avg_live_tokens", "int"),
@@ -100,7 +108,8 @@ KNOBS: tuple[Knob, ...] = (
     # Issue 15: DP/EP layouts, KV offload tiers (app.core.kv_tiers), prefix caching (app.core.prefix_pool).
     Knob("ep", "layout.expert_parallel", "bool", default="false", structural=True),
     Knob("offload", "engine.kv_offload.cpu_bytes", "size", aliases=("engine.kv_offload",)),
-    Knob("offload_backend", "engine.kv_offload.backend", "str"),
+    Knob("offload_backend", "engine.kv_offload.backend", "str", default="native", clearable=True,
+         removes="engine.kv_offload.backend"),  # not set: native, the base's offload sizes kept
     Knob("offload_disk", "engine.kv_offload.disk_bytes", "size"),
     Knob("host_mem", "node.host_memory_bytes", "size", aliases=("node",)),
     Knob("gpus_per_node", "node.gpus_per_node", "int"),
@@ -312,6 +321,7 @@ def plan_from_query(params: Mapping[str, str], base_doc: Mapping[str, object] | 
         doc["model"] = {"catalogue": DEFAULT_MODEL}
         doc["gpu"] = {"name": DEFAULT_GPU_NAME}
     measured = _measured_base(doc)
+    removals: list[str] = []  # after every value is set: a removed section takes the values in it
     for knob in KNOBS:
         key = knob.key
         raw = params.get(key)
@@ -319,7 +329,11 @@ def plan_from_query(params: Mapping[str, str], base_doc: Mapping[str, object] | 
             continue
         value = _parse(key, knob.kind, raw)
         if value == UNSET and knob.clearable:
-            if not (knob.whatif and measured):  # a measured run's own setting has no what-if to clear
+            if knob.whatif and measured:
+                continue  # a measured run's own setting has no what-if to clear
+            if knob.removes is not None:
+                removals.append(knob.removes)
+            else:
                 _set(doc, knob.path, None)  # null: wins over the base's value and its command's flag
             continue
         if key == "model":
@@ -332,7 +346,24 @@ def plan_from_query(params: Mapping[str, str], base_doc: Mapping[str, object] | 
             _set_gpu(doc, gpu_section(str(value), key))
         else:
             _set(doc, knob.path, value)
+    stated = effective(base_doc) if removals and base_doc is not None else {}
+    for path in removals:
+        if _get(stated, path) is not None:  # only what the base sets: a value the query alone gives
+            _remove(doc, path)  # stays (draft tokens with no method is the method's error)
     return doc
+
+
+def _remove(doc: JSON, path: str) -> None:
+    """Remove an engine section (null: it wins over the base's `vllm serve` flag, which
+    `fill_from_serve` merges into the engine key by key) or a value inside one (from a copy of
+    the section as the plan reads it, command included). Creates no section."""
+    parent, leaf = path.rsplit(".", 1)
+    if parent == "engine":
+        _set(doc, path, None)
+        return
+    section = _get(effective(doc), parent)
+    if isinstance(section, Mapping):
+        _set(doc, parent, {k: v for k, v in section.items() if k != leaf})
 
 
 def _set_gpu(doc: JSON, chosen: JSON) -> None:
@@ -381,7 +412,8 @@ def query_from_plan(
             value = whatif
         reference = (_get(base, path) if key != "gpu" else _gpu_value(base)) if base is not None else None
         if value is None:
-            if knob.clearable and reference is not None and not _measured_base(base or {}):
+            if (knob.clearable and reference is not None and not _measured_base(base or {})
+                    and not (knob.removes and _text(key, kind, reference) == knob.default)):  # removed: the same
                 out[key] = UNSET  # the base sets it, the what-if clears it
             continue
         text = _text(key, kind, value)

@@ -128,6 +128,52 @@ def test_not_set_clears_a_bases_value_and_the_url_keeps_it() -> None:
     assert query_from_plan(plain) == {}
 
 
+def test_not_set_removes_a_bases_lora_rank_offload_backend_and_speculative() -> None:
+    """`key=default` on LoRA rank, offload backend, speculative method and draft model removes the
+    base's value or section (`Knob.removes`) rather than writing a null that makes a section: the
+    base keeps its LoRA slots and offload size at vLLM's rank 16 and native backend, and loses its
+    speculative decoding, also where the form echoes its draft tokens; the canonical query reopens
+    the same document; without a base that sets them, nothing is made and nothing is in the URL."""
+    from app.schemas import PlanDocument
+    from app.services.plan_query import UNSET, plan_from_query, query_from_plan
+
+    base = {"model": {"catalogue": "llama-3.1-8b"}, "gpu": {"name": "H100 80GB"},
+            "engine": {"enforce_eager": True, "lora": {"max_loras": 4, "max_lora_rank": 64},
+                       "kv_offload": {"cpu_bytes": "100GiB", "backend": "lmcache"},
+                       "speculative": {"method": "draft_model", "num_speculative_tokens": 3,
+                                       "model": {"catalogue": "llama-3.2-1b"}}}}
+    query = {"lora_rank": UNSET, "offload_backend": UNSET, "spec": UNSET, "spec_tokens": "3", "loras": "4"}
+    doc = plan_from_query(query, base)
+    assert doc["engine"] == {"enforce_eager": True, "lora": {"max_loras": 4},
+                             "kv_offload": {"cpu_bytes": "100GiB"}, "speculative": None}
+    engine = PlanDocument.model_validate(doc).engine
+    assert engine.lora is not None and engine.lora.max_lora_rank == 16
+    assert engine.kv_offload is not None and engine.kv_offload.backend == "native"
+    canonical = query_from_plan(doc, base)
+    assert canonical == {"lora_rank": UNSET, "offload_backend": UNSET, "spec": UNSET, "spec_model": UNSET}
+    assert plan_from_query(canonical, base) == doc
+    assert base["engine"] == {"enforce_eager": True, "lora": {"max_loras": 4, "max_lora_rank": 64},
+                              "kv_offload": {"cpu_bytes": "100GiB", "backend": "lmcache"},
+                              "speculative": {"method": "draft_model", "num_speculative_tokens": 3,
+                                              "model": {"catalogue": "llama-3.2-1b"}}}  # never changed
+    # the draft model alone: the rest of the speculative section stays
+    draft = plan_from_query({"spec": "ngram", "spec_model": UNSET}, base)["engine"]
+    assert draft["speculative"] == {"method": "ngram", "num_speculative_tokens": 3}
+    # a `vllm serve` base: its --kv-offloading-backend is removed, its size kept
+    serve = {"serve": "vllm serve meta-llama/Llama-3.1-8B --kv-offloading-size 100 --kv-offloading-backend lmcache",
+             "gpu": {"name": "H100 80GB"}}
+    from_serve = plan_from_query({"offload_backend": UNSET}, serve)
+    assert from_serve["engine"]["kv_offload"] == {"cpu_bytes": 100 * 2**30}
+    assert query_from_plan(from_serve, serve) == {"offload_backend": UNSET}
+    native = {**base, "engine": {"kv_offload": {"cpu_bytes": "100GiB", "backend": "native"}}}
+    assert query_from_plan(plan_from_query({"offload_backend": UNSET}, native), native) == {}  # the same plan
+    plain = plan_from_query(dict.fromkeys(("lora_rank", "offload_backend", "spec", "spec_model"), UNSET))
+    assert "engine" not in plain and query_from_plan(plain) == {}
+    # draft tokens given with the method "not set" and no base section: kept, for the method's error
+    assert plan_from_query({"spec": UNSET, "spec_tokens": "3"})["engine"] == {
+        "speculative": {"num_speculative_tokens": 3}}
+
+
 def test_expert_parallel_off_over_a_commands_flag_stays_in_the_url() -> None:
     """The form's EP "off" is `ep=false` (it was an empty value, which the URL drops)."""
     from app.services.plan_query import plan_from_query, query_from_plan

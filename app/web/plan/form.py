@@ -132,6 +132,9 @@ def _clearable_values(form: dict[str, str], query: Mapping[str, str], doc: Mappi
         stated = plan_query.document_value(effective, plan_query.BY_KEY[key].path)
         if key == "quant" and form[key]:
             continue  # the result's (a measured run's own --quantization, shown as in the run)
+        knob = plan_query.BY_KEY[key]
+        if knob.removes and stated is not None and str(stated) == knob.default:
+            stated = None  # the default a removed value gives ("native"): the option that removes it
         form[key] = UNSET if stated is None else str(stated).lower() if isinstance(stated, bool) else str(stated)
 
 
@@ -150,10 +153,10 @@ def _options(
         "block_sizes": [(str(b), str(b)) for b in BLOCK_SIZES],
         "quant": quant_options(result, query, measured),
         "lora_ranks": lora_rank_options(result),
-        "spec_methods": [("", "off"), *((m, m) for m in SPEC_METHODS)],
-        "spec_models": [("", "— none (mtp, ngram) —"), *CATALOGUE_OPTIONS],
+        "spec_methods": [(UNSET, "off"), *((m, m) for m in SPEC_METHODS)],
+        "spec_models": [(UNSET, "— none (mtp, ngram) —"), *CATALOGUE_OPTIONS],
         "ep": [("false", "off"), ("true", "on (--enable-expert-parallel)")],
-        "offload_backend": [("", "native"), ("lmcache", "lmcache")],
+        "offload_backend": [(UNSET, "native"), ("lmcache", "lmcache")],
         "prefix": [(UNSET, "vLLM's default"), ("true", "on"), ("false", "off (--no-enable-prefix-caching)")],
         "fi_sampler": [(UNSET, "not set (native sort)"), ("true", "on (=1)"), ("false", "off (=0)")],
         "cg_estimate": [(UNSET, f"version default ({_estimate_default(result)})"), ("true", "on (=1)"),
@@ -170,7 +173,7 @@ def _estimate_default(result: Mapping[str, Any] | None) -> str:
 def lora_rank_options(result: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     """The max-LoRA-rank select: the ranks the plan's vLLM version accepts (app.core.lora)."""
     version = parse_version(str(result["vllm_version"])) if result is not None else rules_for(None).version
-    return [("", "16 (vLLM's default)"), *((str(r), str(r)) for r in allowed_ranks(version))]
+    return [(UNSET, "16 (vLLM's default)"), *((str(r), str(r)) for r in allowed_ranks(version))]
 
 
 def quant_options(
