@@ -1,7 +1,9 @@
 """Read a `vllm serve` command line, a Kubernetes `args:` list or a vLLM `--config` YAML into a plan.
 
 The command is split as a POSIX shell would (`shlex`, line continuations joined, `#` comments
-and leading `VAR=value` assignments dropped, stopping at `;`, `&`, `|`, `>`), then read the way
+dropped, stopping at `;`, `&`, `|`, `>`; its leading `VAR=value` assignments are the engine's
+environment: those the plan sizes with, `ENGINE_ENV`, fill the engine, the others are named in a
+note), then read the way
 vLLM's `FlexibleArgumentParser.parse_args` reads it (vllm/utils/argparse_utils.py, commit
 28be48fa944d): after `serve` the first positional is the model (`--model X` is moved there),
 `--long_flag` is `--long-flag`, `--flag=value` is `--flag value`. The flags the plan takes are
@@ -99,19 +101,25 @@ def _vllm_args(words: list[str]) -> list[str] | None:
 
 def command_args(command: str | Sequence[str], where: str = "serve") -> list[str]:
     """vLLM's arguments from a command string or list (a Kubernetes `command` + `args`, or `args`)."""
+    return _command(command, where)[1]
+
+
+def _command(command: str | Sequence[str], where: str) -> tuple[list[str], list[str]]:
+    """The command's leading `VAR=value` assignments, and vLLM's arguments."""
     if isinstance(command, str):
         words = [w for w in split_command(command)]
     elif all(isinstance(w, str) for w in command):
         words = [w for part in command for w in ([part] if not part.startswith("vllm serve") else part.split())]
     else:
         raise InputError(where, f"a list of strings, got {command!r:.80}; {EXPECTED}")
+    assignments: list[str] = []
     while words and _ASSIGNMENT.match(words[0]):
-        words.pop(0)
+        assignments.append(words.pop(0))
     args = _vllm_args(words)
     if args is not None:
-        return args
+        return assignments, args
     if words and words[0].startswith("-"):
-        return words  # an args list on its own (a Kubernetes args: under the vllm image)
+        return assignments, words  # an args list on its own (a Kubernetes args: under the vllm image)
     shown = " ".join(words[:3]) or "(empty)"
     raise InputError(where, f"{shown!r} is not a vLLM command; {EXPECTED}")
 
@@ -157,7 +165,41 @@ def _split_tokens(args: list[str]) -> list[tuple[str | None, str | None, str]]:
 
 def read_serve(command: str | Sequence[str], where: str = "serve") -> ServeReading:
     """Read a vLLM command line (see the module docstring); InputError when it is not vLLM's."""
-    return read_args(command_args(command, where), where)
+    assignments, args = _command(command, where)
+    reading = read_args(args, where)
+    _environment(reading, assignments, where)
+    return reading
+
+
+#: The engine environment variables the plan sizes with (vllm/envs.py @28be48fa9, each read as
+#: `bool(int(value))`) → their `engine` field: `plan_query.KNOBS`' `env` (a test asserts they agree).
+ENGINE_ENV: dict[str, str] = {
+    "VLLM_MLA_DISABLE": "mla_disable",
+    "VLLM_USE_FLASHINFER_SAMPLER": "flashinfer_sampler",
+    "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "estimate_cudagraphs",
+}
+
+
+def _environment(reading: ServeReading, assignments: list[str], where: str) -> None:
+    """The command's `VLLM_MLA_DISABLE=1 vllm serve …` prefix: the engine variables the plan sizes
+    with fill the engine (they were dropped, and a DeepSeek command with VLLM_MLA_DISABLE=1 was
+    planned with its latent cache); the others are named in a note."""
+    others: list[str] = []
+    for word in assignments:
+        name, _, value = word.partition("=")
+        key = ENGINE_ENV.get(name)
+        if key is None:
+            others.append(name)
+            continue
+        try:
+            reading.engine[key] = bool(int(value))
+        except ValueError:
+            why = f"expected 0 or 1 (vLLM reads bool(int(value))), got {value!r}"
+            raise InputError(f"{where} {name}", why) from None
+        reading.written[f"engine.{key}"] = name
+    if others:
+        reading.notes.append("environment variables the plan does not model (the engine runs with them, the "
+                             f"plan's exports do not write them): {', '.join(others)}")
 
 
 def read_args(args: list[str], where: str = "serve") -> ServeReading:

@@ -175,3 +175,21 @@ def test_vllm_config_yaml_that_is_not_one(text: str) -> None:
     with pytest.raises(InputError) as err:
         read_vllm_config(text)
     assert "expected vLLM's --config file" in err.value.message
+
+
+def test_engine_environment_prefix_fills_the_engine() -> None:
+    """`VLLM_MLA_DISABLE=1 vllm serve …` was planned with the latent MLA cache: the prefix was
+    dropped. The plan's engine variables (vllm/envs.py: bool(int(value))) fill the engine, under the
+    name written; the others are named in a note; a value vLLM cannot read is refused by name."""
+    from app.ingest.vllm_serve import ENGINE_ENV
+    from app.services.plan_query import KNOBS
+
+    assert {k.env: k.path.removeprefix("engine.") for k in KNOBS if k.env} == ENGINE_ENV  # the knob table's
+    r = read_serve("VLLM_MLA_DISABLE=1 VLLM_USE_FLASHINFER_SAMPLER=0 CUDA_VISIBLE_DEVICES=0 vllm serve "
+                   "deepseek-ai/DeepSeek-V2-Lite --max-model-len 32768")
+    assert r.document()["engine"] == {"max_model_len": 32768, "mla_disable": True, "flashinfer_sampler": False}
+    assert r.written["engine.mla_disable"] == "VLLM_MLA_DISABLE"
+    assert any("CUDA_VISIBLE_DEVICES" in n for n in r.notes)
+    with pytest.raises(InputError) as err:
+        read_serve("VLLM_MLA_DISABLE=yes vllm serve deepseek-ai/DeepSeek-V2-Lite")
+    assert err.value.field == "serve VLLM_MLA_DISABLE" and "0 or 1" in str(err.value)
