@@ -154,7 +154,10 @@ def kv_bytes_report(
     # `is None`, not `or`: a 0 given is refused by the per-request count below, never replaced by the default
     mml = default_max_model_len(shape)[0] if max_model_len is None else max_model_len
     if max_model_len is not None:
-        check_given_max_model_len("max_model_len", shape, max_model_len)
+        try:
+            check_given_max_model_len("max_model_len", shape, max_model_len)
+        except InputError as exc:  # named by the option the user wrote, as `_check_options` does
+            raise exc.as_written("--max-model-len", "--max-model-len", "engine.max_model_len") from None
     mnbt = 8192 if max_num_batched_tokens is None else max_num_batched_tokens
     return {
         "model": shape.name,

@@ -234,7 +234,9 @@ def test_a_given_length_above_the_derived_one_is_refused_as_vllm_refuses_it() ->
     config = next(e for e in list_models() if e.slug == "qwen3-14b").config_dict()
     with pytest.raises(InputError) as err:
         kv_bytes_report(config, max_model_len=65536)
-    assert err.value.field == "max_model_len"
+    assert err.value.field == "--max-model-len"  # kvledger kv-bytes: named by the option as written
+    assert err.value.message.startswith("--max-model-len: 65,536 is more than the model's derived maximum length "
+                                        "40,960")
     # no length key: vLLM takes a given length unchecked
     _plan("falcon-mamba-7b", 1_000_000)
 
