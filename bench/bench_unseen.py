@@ -98,6 +98,35 @@ UNSEEN: tuple[tuple[int, Case, tuple[str, ...]], ...] = (
     # an A100 80GB (inferred)
     (28, Case(P + "66-v0171-llama31-8b-a100-80gb-tp1-fa2.log", 0, "llama-3.1-8b", "A100 80GB", "0.17.1", 1, 0.9, 32768,
               max_num_batched_tokens=2048), ("measured", "estimated")),
+    # stop 28, second pass: ljg6861/anton_new's committed vllm_server.log: vLLM 0.10.0 (printed), `vllm serve`
+    # cpatonn/Qwen3-30B-A3B-Thinking-2507-AWQ-4bit (compressed-tensors WNA16 through Marlin: printed) at 0.8 and 2048
+    # tokens, 2048 batched tokens (printed), 256 sequences (vLLM's default below 70 GiB), the native sampler. The card:
+    # the launcher's nvidia-smi lines print an RTX 3090 (24,576 MiB) and an RTX 3060 (12,288 MiB); 15.61 GiB of weights
+    # do not fit the 3060, and the fused-MoE warning names NVIDIA_GeForce_RTX_3090: the RTX 3090 preset (23.58 GiB).
+    # Qwen3-30B-A3B-Thinking-2507 has Qwen3-30B-A3B's shape; the checkpoint's quantization_config is not in the
+    # catalogue, so only the logged weights score it
+    (28, Case(P + "67-v0100-qwen3-30b-a3b-2507-w4a16-rtx3090-tp1-util08.log", 0, "qwen3-30b-a3b", "RTX 3090 24GB",
+              "0.10.0", 1, 0.8, 2048, max_num_batched_tokens=2048, max_num_seqs=256), ("measured",)),
+    # stop 28, second pass: 2215860382/VedioSifter's committed vllm_server.log: vLLM 0.12.0 (printed), `vllm serve`
+    # Qwen3-30B-A3B-Instruct-2507 (bf16, Qwen3-30B-A3B's shape) eager at 0.85 and 4096 tokens; 8192 batched tokens
+    # (printed), which at v0.12 is the >= 70 GiB, non-A100 branch of _set_default_max_num_seqs_and_batched_tokens_args
+    # (vllm/engine/arg_utils.py @9ae3c55b1, main of 2025-12-03): 1024 sequences. The card is named by the fused-MoE
+    # warning (device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition); no preset and no torch total printed: 94.97
+    # GiB assumed, the total a 97,887 MiB RTX PRO 6000 Blackwell reports on Linux (antirez/ds4#431, 'total=94.97 GiB';
+    # 95.59 under WSL2, pytorch/pytorch#182286)
+    (28, Case(P + "68-v0120-qwen3-30b-a3b-2507-rtx-pro-6000-bw-tp1-eager-util085.log", 0, "qwen3-30b-a3b", None,
+              "0.12.0", 1, 0.85, 4096, total_gib=94.97, max_num_batched_tokens=8192, max_num_seqs=1024,
+              enforce_eager=True), ("measured", "estimated")),
+    # stop 28, second pass: jyngjeon/multiagentsdebate's committed logs/vllm_server.log (@d6dc15a0): vLLM 0.9.2
+    # (printed), `vllm serve Qwen/Qwen3-14B` bf16 at TP4 and 8192 tokens, utilization 0.9 (vLLM's default: not among
+    # the printed non-default args), 2048 batched tokens (printed), 256 sequences (the capture list tops at 512), the
+    # native sampler, four PCIe-only cards ("Custom allreduce is disabled because it's not supported on more than two
+    # PCIe-only GPUs"). The card is not named anywhere in the log or the repository: the logged 6.95 + 12.79 GiB per
+    # rank at 0.9 need a total of 21.9 GiB or more (not an L4 or A10, 22.05-22.06 GiB), and a 32 GB or larger card
+    # would leave 8 GiB or more unexplained: a 24 GB class card (inferred from the logged memory, as public/65-66),
+    # the RTX 3090 preset (23.58 GiB; the 24,564 MiB class, RTX 4090/A5000, is 23.52 GiB: 0.05 GiB less KV)
+    (28, Case(P + "69-v092-qwen3-14b-24gb-class-4x-pcie-tp4.log", 0, "qwen3-14b", "RTX 3090 24GB", "0.9.2", 4, 0.9,
+              8192, max_num_batched_tokens=2048, max_num_seqs=256, interconnect="pcie"), ("measured", "estimated")),
 )  # fmt: skip
 
 

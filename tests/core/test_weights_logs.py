@@ -72,6 +72,9 @@ EXCEPTIONS = {
         "nytopop/Qwen3-30B-A3B.w4a16: the checkpoint's quantization_config is not stated"
     ),
     "public/54-v080dev-qwen2-1.5b-class-8gb-tp1-v0-rows.log": "model not identified (a Qwen2-family 1.5B)",
+    "public/67-v0100-qwen3-30b-a3b-2507-w4a16-rtx3090-tp1-util08.log": (
+        "cpatonn/Qwen3-30B-A3B-Thinking-2507-AWQ-4bit: the checkpoint's quantization_config is not in the repository"
+    ),
     **{log: "model not in the catalogue" for log in (
         "45-v0190-gemma-3-4b-it-h100-tp1-vision.log", "46-v0190-gemma-7b-h100-tp1.log",
         "47-v0190-granite-3.1-2b-h100-tp1.log", "48-v0190-granite-3.1-8b-h100-tp1.log",
@@ -128,6 +131,11 @@ CATALOGUE_CASES = [
     # stop 28: hugging-quants' Llama-3.1-70B AWQ INT4 at TP2 on v0.19.0 (kuuroooo/MindSafe): 18.58 GiB logged
     ("public/65-v0190-llama31-70b-awq-2xa100-40gb-tp2-forced-awq.log", "llama-3.1-70b-awq-int4", 2, "marlin", V19),
     ("public/66-v0171-llama31-8b-a100-80gb-tp1-fa2.log", "llama-3.1-8b", 1, "marlin", (0, 17, 1)),
+    # stop 28, second pass: Qwen3-30B-A3B-Instruct-2507 (bf16) on v0.12.0 (2215860382/VedioSifter): 56.9342 GiB logged
+    ("public/68-v0120-qwen3-30b-a3b-2507-rtx-pro-6000-bw-tp1-eager-util085.log", "qwen3-30b-a3b", 1, "marlin",
+     (0, 12, 0)),
+    # stop 28, second pass: Qwen3-14B at TP4 on v0.9.2 (jyngjeon/multiagentsdebate): 6.9456 GiB logged per rank
+    ("public/69-v092-qwen3-14b-24gb-class-4x-pcie-tp4.log", "qwen3-14b", 4, "marlin", (0, 9, 2)),
 ]  # fmt: skip
 # Compared by the tests below this table instead of CASES
 OTHER_TESTS = {
