@@ -127,6 +127,14 @@ UNSEEN: tuple[tuple[int, Case, tuple[str, ...]], ...] = (
     # the RTX 3090 preset (23.58 GiB; the 24,564 MiB class, RTX 4090/A5000, is 23.52 GiB: 0.05 GiB less KV)
     (28, Case(P + "69-v092-qwen3-14b-24gb-class-4x-pcie-tp4.log", 0, "qwen3-14b", "RTX 3090 24GB", "0.9.2", 4, 0.9,
               8192, max_num_batched_tokens=2048, max_num_seqs=256, interconnect="pcie"), ("measured", "estimated")),
+    # stop 28, second pass: dawn-boy/elloraa's committed vllm_server.log: vLLM 0.11.0 (printed), `vllm serve` of a
+    # local DeepSeek-R1-Distill-Qwen-32B-FP8 (compressed-tensors: printed; Qwen2.5-32B's shape, 24,736 tokens check
+    # against 6.04 GiB at 262,144 B a token), dtype half, 24576 tokens, utilization 0.9 (default), 2048 batched tokens
+    # (printed), 256 sequences, the native sampler. The card is stated by the repository: its chat export of the same
+    # day asks "whats the best option for l40s?" for this Lightning.ai studio (the log's /teamspace/studios path): the
+    # L40S preset (44.42 GiB). Which FP8 checkpoint is not stated, so only the logged weights score it
+    (28, Case(P + "70-v0110-r1-distill-qwen-32b-fp8-l40s-tp1.log", 0, "qwen2.5-32b", "L40S 48GB", "0.11.0", 1, 0.9,
+              24576, max_num_batched_tokens=2048, max_num_seqs=256), ("measured",)),
 )  # fmt: skip
 
 

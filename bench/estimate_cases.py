@@ -327,6 +327,10 @@ SKIPS: tuple[Skip, ...] = (
          "a committed log file of jyngjeon/multiagentsdebate (the card not named: a 24 GB class inferred from the "
          "logged memory, the RTX 3090 preset assumed): scored as an unseen run by bench/bench_unseen.py (-1.2 %, "
          "logged weights), not in the fitted set"),
+    Skip(P + "70-v0110-r1-distill-qwen-32b-fp8-l40s-tp1.log",
+         "a committed log file of dawn-boy/elloraa (the L40S stated by the repository; which FP8 checkpoint is not "
+         "stated; torch total not printed, the L40S preset assumed): scored as an unseen run by bench/bench_unseen.py "
+         "(+1.5 %, logged weights), not in the fitted set"),
     # 45-52: llm-d-planner's v0.19.0 H100 sweep; no config.json found in a citable public copy (searched 2026-12-01:
     # the code index, inference-sim, aiconfigurator, mlc-ai/mlc-llm presets, TensorRT-LLM's test fixtures)
     Skip("45-v0190-gemma-3-4b-it-h100-tp1-vision.log", "gemma-3-4b-it: config.json not found in a citable copy"),

@@ -75,6 +75,9 @@ EXCEPTIONS = {
     "public/67-v0100-qwen3-30b-a3b-2507-w4a16-rtx3090-tp1-util08.log": (
         "cpatonn/Qwen3-30B-A3B-Thinking-2507-AWQ-4bit: the checkpoint's quantization_config is not in the repository"
     ),
+    "public/70-v0110-r1-distill-qwen-32b-fp8-l40s-tp1.log": (
+        "a local DeepSeek-R1-Distill-Qwen-32B-FP8: which checkpoint (and its quantization_config) is not stated"
+    ),
     **{log: "model not in the catalogue" for log in (
         "45-v0190-gemma-3-4b-it-h100-tp1-vision.log", "46-v0190-gemma-7b-h100-tp1.log",
         "47-v0190-granite-3.1-2b-h100-tp1.log", "48-v0190-granite-3.1-8b-h100-tp1.log",
