@@ -271,6 +271,9 @@ class EngineDoc(_Strict):
     # V1's sampler on FlashInfer's path ("Using FlashInfer for top-p & top-k sampling."); None: not stated,
     # sized as PyTorch's native sort (app.core.profile_run.sampler_bytes_per_logit)
     flashinfer_sampler: bool | None = None
+    # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: a max_model_len above the model's derived length starts, with
+    # vLLM's warning (vllm/config/model.py _get_and_verify_max_len @28be48fa9; app.core.max_len rule 5)
+    allow_long_max_model_len: bool = False
     lora: LoraDoc | None = None
     speculative: SpeculativeDoc | None = None
     kv_offload: KVOffloadDoc | None = None

@@ -63,7 +63,9 @@ def env_of(result: Mapping[str, Any]) -> dict[str, str]:
     ``ModelConfig.use_mla``: full K/V, app.core.mla_rules) and ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``
     when it sets ``engine.estimate_cudagraphs`` (vllm/envs.py, PR #30515; app.core.versions), and
     ``VLLM_USE_FLASHINFER_SAMPLER=1/0`` when it sets ``engine.flashinfer_sampler`` (vllm/envs.py; "1" takes
-    FlashInfer's sampler only where FlashInfer is installed, as the plan assumed: app.core.profile_run)."""
+    FlashInfer's sampler only where FlashInfer is installed, as the plan assumed: app.core.profile_run), and
+    ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1`` when it sets ``engine.allow_long_max_model_len`` (vllm/envs.py: without
+    it vLLM refuses a max_model_len above the model's derived length, app.core.max_len rule 5)."""
     offload = result.get("kv_offload_env")
     env = {str(k): str(v) for k, v in offload.items()} if isinstance(offload, Mapping) else {}
     engine = result.get("engine")
@@ -76,6 +78,8 @@ def env_of(result: Mapping[str, Any]) -> dict[str, str]:
         sampler = engine.get("flashinfer_sampler")
         if isinstance(sampler, bool):
             env["VLLM_USE_FLASHINFER_SAMPLER"] = "1" if sampler else "0"
+        if engine.get("allow_long_max_model_len") is True:
+            env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = "1"
     return env
 
 

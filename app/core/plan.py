@@ -95,6 +95,7 @@ class Engine:
     # V1's top-k/top-p sampler on FlashInfer's path (VLLM_USE_FLASHINFER_SAMPLER with FlashInfer installed);
     # None: not stated, sized as PyTorch's native path (app.core.profile_run.sampler_bytes_per_logit)
     flashinfer_sampler: bool | None = None
+    allow_long_max_model_len: bool = False  # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (app.core.max_len rule 5)
     lora: LoraSpec | None = None  # --enable-lora with its slots (app.core.lora)
     lora_in_run: LoraSpec | None = None  # the LoRA measured rows were taken under (app.core.extra_rows)
     speculative: SpecSpec | None = None  # --speculative-config (app.core.speculative)

@@ -182,6 +182,7 @@ def result_to_dict(result: PlanResult, levers: list[JSON] | None = None, lazy: b
             "estimate_cudagraphs": plan.engine.estimate_cudagraphs,  # None: the version's default (versions.py)
             "mla_disable": plan.engine.mla_disable,  # VLLM_MLA_DISABLE=1 (app.core.mla_rules)
             "flashinfer_sampler": plan.engine.flashinfer_sampler,  # None: not stated (native sort sized)
+            "allow_long_max_model_len": plan.engine.allow_long_max_model_len,  # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
         },
         "node": None if plan.node is None else {
             "host_memory_bytes": plan.node.host_memory_bytes, "gpus_per_node": plan.node.gpus_per_node,

@@ -93,7 +93,9 @@ def _base_plan(doc: PlanDocument) -> PlanInput:
         ranks = estimated_ranks(doc, model, layout, engine, version, dp_layout)
         estimated = True
     assumed_len = default_max_model_len(model.shape)[1] if model.shape and not doc.engine.max_model_len else None
-    if doc.ranks and model.shape and doc.engine.max_model_len:
+    if doc.engine.allow_long_max_model_len and model.shape and doc.engine.max_model_len:
+        assumed_len = _long_length_note(model.shape, doc.engine.max_model_len)
+    elif doc.ranks and model.shape and doc.engine.max_model_len:
         assumed_len = _measured_length_note(model.shape, doc.engine.max_model_len)
     notes = (*_document_notes(doc), *((assumed_len,) if assumed_len else ()),
              *layout_notes(dp_layout), *_architecture_notes(doc, version), *mla_notes,
@@ -113,14 +115,48 @@ def _measured_length_note(shape: ModelShape, max_model_len: int) -> str | None:
     return None
 
 
+#: How a plan sets the variable, said after the refusal (`_checked_length`).
+_ALLOW_LONG_HOW = (
+    "; to plan a run started with it, tick 'Allow long max model len' on the plan page "
+    "(allow_long=true in its URL) or set engine.allow_long_max_model_len: true in the plan document"
+)
+
+
+def _long_length_note(shape: ModelShape, max_model_len: int) -> str | None:
+    """A max_model_len above the model's derived length, planned as vLLM starts it with
+    VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: a warning, not the refusal (vllm/config/model.py
+    ``_get_and_verify_max_len`` @28be48fa9: ``logger.warning_once("%s %s", msg, warning)``)."""
+    try:
+        check_given_max_model_len("engine.max_model_len", shape, max_model_len)
+    except InputError:
+        assert shape.max_len is not None and shape.max_len.limit is not None  # only then is it refused
+        limit, key = shape.max_len.limit, shape.max_len.key
+        return (f"max_model_len {max_model_len:,} is more than the model's derived maximum length {limit:,} ({key} "
+                "in its config.json): planned as vLLM starts it with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, which warns "
+                "instead of refusing. vLLM's warning: use it with extreme caution; a model with rotary position "
+                f"embeddings (RoPE) gives nan at positions past {limit:,}, one with absolute position embeddings a "
+                "CUDA out-of-bounds error (vllm/config/model.py _get_and_verify_max_len @28be48fa9). The KV cache "
+                "is sized for the longer length; whether the model's output holds up there this plan cannot tell")
+    return None
+
+
+def _checked_length(shape: ModelShape | None, max_model_len: int) -> None:
+    """vLLM's refusal of a max_model_len above the model's length, saying how this page sets the variable."""
+    try:
+        check_given_max_model_len("engine.max_model_len", shape, max_model_len)
+    except InputError as exc:
+        raise InputError(exc.field, exc.message + _ALLOW_LONG_HOW) from None
+
+
 def _engine(doc: PlanDocument, model: ModelInput, version: str) -> Engine:
     """The engine settings the plan runs with: the document's, else vLLM's defaults (`engine_settings`)."""
     engine_doc = doc.engine
     max_model_len = engine_doc.max_model_len or (default_max_model_len(model.shape)[0] if model.shape else None)
     if max_model_len is None:
         raise InputError("engine.max_model_len", "required: a model given as bytes per token states no length")
-    if engine_doc.max_model_len and not doc.ranks:  # measured ranks: vLLM ran it (`_measured_length_note`)
-        check_given_max_model_len("engine.max_model_len", model.shape, engine_doc.max_model_len)
+    # measured ranks: vLLM ran it (`_measured_length_note`); the variable set: vLLM warns (`_long_length_note`)
+    if engine_doc.max_model_len and not doc.ranks and not engine_doc.allow_long_max_model_len:
+        _checked_length(model.shape, engine_doc.max_model_len)
     util, mnbt, seqs, _ = engine_settings(doc, max_model_len)
     return Engine(
         gpu_memory_utilization=util,
@@ -138,6 +174,7 @@ def _engine(doc: PlanDocument, model: ModelInput, version: str) -> Engine:
         estimate_cudagraphs=_estimate_cudagraphs(engine_doc.estimate_cudagraphs, version),
         mla_disable=engine_doc.mla_disable,
         flashinfer_sampler=engine_doc.flashinfer_sampler,
+        allow_long_max_model_len=engine_doc.allow_long_max_model_len,
         lora=_lora(doc, model, version),
         lora_in_run=_lora(doc, model, version) if doc.ranks else None,
         speculative=speculative_spec(engine_doc.speculative, model.shape),

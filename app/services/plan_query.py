@@ -120,6 +120,8 @@ KNOBS: tuple[Knob, ...] = (
          env="VLLM_USE_FLASHINFER_SAMPLER", clearable=True),
     Knob("cg_estimate", "engine.estimate_cudagraphs", "bool",  # app.core.versions.with_cudagraph_estimate
          env="VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", clearable=True),
+    Knob("allow_long", "engine.allow_long_max_model_len", "bool", default="false",  # app.core.max_len rule 5
+         env="VLLM_ALLOW_LONG_MAX_MODEL_LEN"),
 )  # fmt: skip
 BY_KEY: Mapping[str, Knob] = MappingProxyType({k.key: k for k in KNOBS})
 #: The value that clears a `clearable` knob ("not set": vLLM's default), e.g. `prefix=default`.

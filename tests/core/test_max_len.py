@@ -272,3 +272,30 @@ def test_measured_ranks_keep_a_length_above_the_limit_with_a_note() -> None:
     with pytest.raises(InputError) as err:
         run_plan({**doc, "gpu": {"name": "H100 80GB"}}, with_levers=False)
     assert err.value.field == "engine.max_model_len" and "40,960" in err.value.message
+
+
+def test_allow_long_max_model_len_plans_the_longer_length_with_vllms_warning() -> None:
+    """engine.allow_long_max_model_len (VLLM_ALLOW_LONG_MAX_MODEL_LEN=1): vLLM warns instead of raising
+    (vllm/config/model.py _get_and_verify_max_len @28be48fa9: `logger.warning_once("%s %s", msg,
+    warning)`), so the plan runs at the given length and its notes carry the warning; without it the
+    refusal says how to set it on the plan page and in a document."""
+    from app.services.plans import run_plan
+
+    doc: dict[str, Any] = {"model": {"catalogue": "qwen3-14b"}, "gpu": {"name": "H100 80GB"},
+                           "engine": {"max_model_len": 65536}}  # fmt: skip
+    with pytest.raises(InputError) as err:
+        run_plan(doc, with_levers=False)
+    assert err.value.field == "engine.max_model_len"
+    assert "tick 'Allow long max model len' on the plan page" in err.value.message
+    assert "engine.allow_long_max_model_len: true" in err.value.message
+    allowed = run_plan({**doc, "engine": {"max_model_len": 65536, "allow_long_max_model_len": True}},
+                       with_levers=False)  # fmt: skip
+    assert allowed["engine"]["max_model_len"] == 65536
+    (note,) = [n for n in allowed["notes"] if "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in n]
+    assert note.startswith("max_model_len 65,536 is more than the model's derived maximum length 40,960 "
+                           "(max_position_embeddings in its config.json): planned as vLLM starts it")
+    assert "extreme caution" in note and "nan" in note and "out-of-bounds" in note
+    # on measured ranks with the variable stated, the same warning (not the 'config override' guess)
+    measured = run_plan({**doc, "engine": {"max_model_len": 65536, "allow_long_max_model_len": True},
+                         "ranks": [{"total": "80GiB", "kv_room": "40GiB"}]}, with_levers=False)  # fmt: skip
+    assert [n for n in measured["notes"] if "derived maximum length" in n] == [note]

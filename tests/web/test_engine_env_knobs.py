@@ -45,11 +45,12 @@ def _flags_text(html: str) -> str:
     return match.group(1)
 
 
-def test_the_three_engine_settings_are_knobs_with_their_env_names() -> None:
+def test_the_engine_settings_are_knobs_with_their_env_names() -> None:
     assert {k.path: k.env for k in ENV_KNOBS} == {
         "engine.mla_disable": "VLLM_MLA_DISABLE",
         "engine.flashinfer_sampler": "VLLM_USE_FLASHINFER_SAMPLER",
         "engine.estimate_cudagraphs": "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS",
+        "engine.allow_long_max_model_len": "VLLM_ALLOW_LONG_MAX_MODEL_LEN",  # test_allow_long_max_model_len
     }
     for knob in ENV_KNOBS:
         assert knob.kind == "bool" and not knob.whatif

@@ -117,7 +117,7 @@ def _result_values(form: dict[str, str], query: Mapping[str, str], result: Mappi
     form["spec"] = form["spec"] or str(spec.get("method") or "")
     form["spec_tokens"] = form["spec_tokens"] or str(spec.get("num_speculative_tokens") or "")
     # The engine's environment knobs as the plan ran with them (a base document may set them).
-    for key in ("mla_off", "fi_sampler", "cg_estimate"):
+    for key in ("mla_off", "fi_sampler", "cg_estimate", "allow_long"):
         stated = engine.get(plan_query.BY_KEY[key].path.split(".", 1)[1])
         form[key] = form[key] or ("" if stated is None else "true" if stated is True else "false")
 

@@ -1,0 +1,61 @@
+"""The "Allow long max model len" box (allow_long, VLLM_ALLOW_LONG_MAX_MODEL_LEN) in Chromium: with it
+ticked a max_model_len above the model's derived length plans, with vLLM's warning in the notes and
+the variable in the serve command; unticked, it is refused under its field with the way to plan it,
+and ticking again plans it in place (Qwen3-14B states 40,960 positions).
+
+It starts on the planned page: a freshly loaded error page has no plan to fill its sliders from, and
+its range inputs submit the browser's midpoint (util 0.55, mnbt 33,024) on the first change."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .plan_js import PLAN_IDLE
+
+pytestmark = pytest.mark.e2e
+
+REFUSED = "/plan?max_model_len=65536&model=qwen3-14b"
+TICKED = "/plan?allow_long=true&max_model_len=65536&model=qwen3-14b"
+
+
+def _slot(page: Any) -> str:
+    text: str = page.inner_text("#err-max_model_len").strip()
+    return text
+
+
+def _refused(page: Any) -> str:
+    page.wait_for_function("() => document.querySelector('#err-max_model_len').textContent.trim() !== ''")
+    return _slot(page)
+
+
+def _planned(page: Any) -> None:
+    assert _slot(page) == ""
+    flags = page.inner_text("#flags-text")
+    assert flags.startswith("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1") and "--max-model-len 65536" in flags
+    main = page.inner_text("main")
+    assert "65,536 is more than the model's derived maximum length 40,960" in main
+    assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, which warns instead of refusing" in main
+
+
+def test_unticking_and_ticking_allow_long_refuses_and_plans_the_length(page: Any) -> None:
+    page.goto(TICKED)
+    page.wait_for_selector("#chart-pool[data-drawn]", state="attached")
+    assert page.is_checked("#f-allow_long") is True
+    _planned(page)
+
+    page.uncheck("#f-allow_long")  # an error keeps the address of the last plan shown (no HX-Replace-Url)
+    refusal = _refused(page)
+    assert "derived maximum length 40,960" in refusal
+    assert "tick 'Allow long max model len' on the plan page" in refusal
+
+    page.check("#f-allow_long")
+    page.wait_for_function("() => document.querySelector('#err-max_model_len').textContent.trim() === ''")
+    page.wait_for_function(PLAN_IDLE)
+    assert page.url.endswith(TICKED)
+    _planned(page)
+
+    page.goto(REFUSED)  # the address alone gives the refusal, the box unticked
+    assert "tick 'Allow long max model len'" in _refused(page)
+    assert page.is_checked("#f-allow_long") is False
