@@ -59,6 +59,7 @@ _EXTRACTORS: tuple[tuple[Extractor, tuple[str, ...]], ...] = (
     (cfg.non_default_args, ("non-default args",)),
     (cfg.simple_settings, ("max model len", "block size to", "max_num_batched_tokens=", "Auto-fit max_model_len")),
     (cfg.sampler_path, cfg.SAMPLER_NEEDLES),
+    (cfg.allow_long_max_model_len, cfg.LONG_LEN_NEEDLES),
     (cfg.kernel_method, cfg.KERNEL_NEEDLES),
     (rank_index.assignment, rank_index.NEEDLES),
     (cfg.errors, ("max seq len", "No available memory for the cache", "init engine (", "CUDA out of memory. Tried")),

@@ -283,6 +283,29 @@ def sampler_path(seg: str) -> list[Fact]:
     return [Fact("settings", "flashinfer_sampler", False, m[0], 0, m.start())] if m else []
 
 
+# ---------------------------------------------------------------- VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
+# `_get_and_verify_max_len` warns, instead of raising, on a max_model_len above the model's derived one
+# when the variable is set: "%s Make sure the value is correct and within the model context size." with
+# msg ending "This may lead to incorrect model outputs or CUDA errors." (vllm/config.py @825b04486, #7080,
+# to vllm/config/__init__.py @1cb39dbcd), then `logger.warning_once("%s %s", msg, warning)` with the warning
+# "VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution. ..." (@55602bb2e, #20904, to
+# vllm/config/model.py @28be48fa9). Both msgs open "User-specified max_model_len (N) is greater than the
+# derived max_model_len (KEY=L or model_max_length=M in model's config.json)."; the ValueError of an
+# unset variable puts "To allow overriding this maximum" after it instead: not read.
+LONG_LEN_NEEDLES = ("User-specified max_model_len",)
+_LONG_LEN = re.compile(
+    r"User-specified max_model_len \(\d{1,12}\) is greater than the derived max_model_len \([^()]{1,200}\)\. "
+    r"(?:This may lead to incorrect model outputs or CUDA errors\. Make sure the value is correct|"
+    r"VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution)"
+)
+
+
+def allow_long_max_model_len(seg: str) -> list[Fact]:
+    """engine.allow_long_max_model_len: the warning vLLM logs only with VLLM_ALLOW_LONG_MAX_MODEL_LEN set."""
+    m = _LONG_LEN.search(seg)
+    return [Fact("settings", "allow_long_max_model_len", True, m[0], 0, m.start())] if m else []
+
+
 # ---------------------------------------------------------------- the linear method's kernel
 #: "Using <Kernel> for <LinearMethod>", logged when a quantized checkpoint's layers pick a kernel:
 #: the method class names the quantization vLLM resolved (its `get_name()`). Sources, vLLM

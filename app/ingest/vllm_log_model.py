@@ -55,6 +55,7 @@ SETTINGS_FIELDS: tuple[str, ...] = (
     "enable_prefix_caching",
     "dtype",
     "flashinfer_sampler",
+    "allow_long_max_model_len",
 )
 
 

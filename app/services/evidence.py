@@ -143,7 +143,8 @@ def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) 
     dtype = settings.get("kv_cache_dtype")
     if isinstance(dtype, str) and "kv_cache_dtype" not in doc.engine.model_fields_set:
         engine["kv_cache_dtype"] = dtype
-    for key in ("enforce_eager", "flashinfer_sampler"):  # the sampler's path sizes the estimated activation
+    # the sampler's path sizes the estimated activation; VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 goes to the deploy files
+    for key in ("enforce_eager", "flashinfer_sampler", "allow_long_max_model_len"):
         if settings.get(key) is not None and key not in doc.engine.model_fields_set:
             engine[key] = bool(settings[key])
     data["engine"] = engine
