@@ -3,8 +3,9 @@ ticked a max_model_len above the model's derived length plans, with vLLM's warni
 the variable in the serve command; unticked, it is refused under its field with the way to plan it,
 and ticking again plans it in place (Qwen3-14B states 40,960 positions).
 
-It starts on the planned page: a freshly loaded error page has no plan to fill its sliders from, and
-its range inputs submit the browser's midpoint (util 0.55, mnbt 33,024) on the first change."""
+Ticking the box on a freshly loaded refused page planned at util 0.55 and mnbt 33,024 (the address
+became ...&mnbt=33024&...&util=0.55): its sliders had no plan to fill them, and a range input with no
+value sits at its midpoint. They now hold vLLM's defaults (app.web.plan.form.error_form_values)."""
 
 from __future__ import annotations
 
@@ -59,3 +60,13 @@ def test_unticking_and_ticking_allow_long_refuses_and_plans_the_length(page: Any
     page.goto(REFUSED)  # the address alone gives the refusal, the box unticked
     assert "tick 'Allow long max model len'" in _refused(page)
     assert page.is_checked("#f-allow_long") is False
+
+
+def test_ticking_on_a_freshly_loaded_refused_page_plans_at_vllms_defaults(page: Any) -> None:
+    page.goto(REFUSED)
+    assert "derived maximum length 40,960" in _refused(page)
+    page.check("#f-allow_long")
+    page.wait_for_url(f"**{TICKED}")  # no util / mnbt pinned by the sliders' midpoints
+    page.wait_for_selector("#chart-pool[data-drawn]", state="attached")
+    page.wait_for_function(PLAN_IDLE)
+    _planned(page)

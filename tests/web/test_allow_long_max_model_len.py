@@ -100,3 +100,17 @@ def test_the_deploy_exports_set_the_variable(client: TestClient) -> None:
     flags = re.search(r'<pre id="flags-text">(.*?)</pre>', html, re.S)
     assert flags and "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 " in flags.group(1)
 
+
+
+def test_the_refused_pages_sliders_hold_vllms_defaults_not_the_midpoint(client: TestClient) -> None:
+    """A freshly loaded error page has no plan to fill its sliders from: util and mnbt were rendered
+    value="" and the browser put a range input with no value at its midpoint, so ticking the box on the
+    refused page planned at util 0.55 and mnbt 33,024 (found by the Chromium test). They now hold vLLM's
+    defaults for the plan the query describes, as the page of a valid plan shows them."""
+    page = client.get("/plan", params=LONG)
+    assert page.status_code == 422
+    planned = _plan(client, {**LONG, "allow_long": "true"})["engine"]
+    for key, value in (("util", planned["gpu_memory_utilization"]), ("mnbt", planned["max_num_batched_tokens"]),
+                       ("growth", 0)):
+        found = re.search(rf'<input type="range" id="f-{key}" name="{key}" value="([^"]*)"', page.text)
+        assert found and float(found.group(1)) == float(value), key

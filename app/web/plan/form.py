@@ -202,8 +202,10 @@ def error_form_values(query: Mapping[str, str], base_doc: Mapping[str, Any] | No
     values = {knob.key: knob.default for knob in plan_query.KNOBS if knob.default is not None}
     if base_doc is None:  # the model and GPU the plan would run on (the select showed the list's first model)
         values.update(model=plan_query.DEFAULT_MODEL, gpu=plan_query.DEFAULT_GPU_NAME)
+    # util and mnbt at vLLM's defaults for the plan the structural keys describe (a slider left empty
+    # submits the browser's midpoint, util 0.55 and mnbt 33,024, on the form's first change)
+    values.update(views.vllm_defaults(query, base_doc))
     if base_doc is not None:
-        values.update(views.vllm_defaults(query, base_doc))
         values.update({k: v for k, v in plan_query.query_from_plan(base_doc, None).items() if k in FORM_KEYS})
     return {**values, **{k: v for k, v in query.items() if v != ""}}
 
