@@ -213,6 +213,7 @@ def cmd_kv_bytes(args: argparse.Namespace) -> int:
         vllm_version=args.vllm_version,
         gpu=args.gpu,
         mla_disable=args.mla_disable,
+        allow_long_max_model_len=args.allow_long_max_model_len,
     )
     if args.json:
         emit(report)
@@ -470,6 +471,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vllm-version", help="size as this vLLM release does (MLA: latent from 0.7.1); default current")
     p.add_argument("--gpu", help="the card (H100, B200, A100, …): picks vLLM's MLA block size")
     p.add_argument("--mla-disable", action="store_true", help="VLLM_MLA_DISABLE=1: an MLA model caches full K/V")
+    p.add_argument("--allow-long-max-model-len", action="store_true",
+                   help="VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: a --max-model-len above the model's own, as vLLM warns")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_kv_bytes)
 

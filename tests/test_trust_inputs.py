@@ -149,11 +149,15 @@ def test_kv_bytes_holds_its_options_to_a_plans_bounds(
 
 
 def test_kv_bytes_at_the_bound_still_answers(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    """At the option's own bound on a config whose length reaches it; on the real config, the model's
-    derived maximum (131,072) is the bound, named by the option as written."""
+    """At the option's own bound on a config whose length reaches it, and on the real config with
+    --allow-long-max-model-len (VLLM_ALLOW_LONG_MAX_MODEL_LEN=1); without it the model's derived maximum
+    (131,072) is the bound, named by the option as written."""
     long_config = {**json.loads(CONFIG.read_text()), "max_position_embeddings": 100_000_000}
     (tmp_path / "config.json").write_text(json.dumps(long_config))
     assert main(["kv-bytes", str(tmp_path / "config.json"), "--max-model-len", "100000000", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["max_model_len"] == 100_000_000
+    argv = ["kv-bytes", str(CONFIG), "--max-model-len", "100000000", "--allow-long-max-model-len", "--json"]
+    assert main(argv) == 0
     assert json.loads(capsys.readouterr().out)["max_model_len"] == 100_000_000
     assert main(["kv-bytes", str(CONFIG), "--max-model-len", "131073"]) == 2
     err = capsys.readouterr().err

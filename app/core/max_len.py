@@ -145,3 +145,22 @@ def check_max_model_len(field: str, max_model_len: int, max_len: MaxLen) -> None
         "vLLM refuses it unless started with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 "
         "(positions past the trained length give nan or out-of-bounds errors)"
     ))  # fmt: skip
+
+
+def long_length_note(max_model_len: int, max_len: MaxLen) -> str | None:
+    """Rule 5 with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: vLLM starts a max_model_len above what it accepts with
+    a warning instead of the refusal (``logger.warning_once("%s %s", msg, warning)``), said in our words;
+    None when the length is not above it (no warning is printed)."""
+    try:
+        check_max_model_len("max_model_len", max_model_len, max_len)
+    except InputError:
+        limit = max_len.limit
+        assert limit is not None  # only a stated limit refuses
+        return (f"max_model_len {max_model_len:,} is more than the model's derived maximum length {limit:,} "
+                f"({max_len.key} in its config.json): planned as vLLM starts it with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, "
+                "which warns instead of refusing. vLLM's warning: use it with extreme caution; a model with rotary "
+                f"position embeddings (RoPE) gives nan at positions past {limit:,}, one with absolute position "
+                "embeddings a CUDA out-of-bounds error (vllm/config/model.py _get_and_verify_max_len @28be48fa9). "
+                "The KV cache is sized for the longer length; whether the model's output holds up there this plan "
+                "cannot tell")  # fmt: skip
+    return None

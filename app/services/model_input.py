@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.core.errors import InputError
 from app.core.kvspec import rank_kv
+from app.core.max_len import long_length_note
 from app.core.mla_rules import gpu_family, mla_sizing
 from app.core.model_config import shape_from_config
 from app.core.plan import ModelInput
@@ -124,6 +125,7 @@ def kv_bytes_report(
     vllm_version: str | None = None,
     gpu: str | None = None,
     mla_disable: bool = False,
+    allow_long_max_model_len: bool = False,
 ) -> JSON:
     """`kvledger kv-bytes`: per-rank bytes per token, page bytes and vLLM's per-request worst case.
 
@@ -153,11 +155,16 @@ def kv_bytes_report(
     rkv = rank_kv(shape, tp=tp, pp=pp, dcp=dcp, kv_cache_dtype=kv_cache_dtype, block_size=configured)
     # `is None`, not `or`: a 0 given is refused by the per-request count below, never replaced by the default
     mml = default_max_model_len(shape)[0] if max_model_len is None else max_model_len
-    if max_model_len is not None:
+    long_note = None  # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: vLLM warns instead of refusing (app.core.max_len rule 5)
+    if max_model_len is not None and allow_long_max_model_len and shape.max_len is not None:
+        long_note = long_length_note(max_model_len, shape.max_len)
+    elif max_model_len is not None:
         try:
             check_given_max_model_len("max_model_len", shape, max_model_len)
         except InputError as exc:  # named by the option the user wrote, as `_check_options` does
-            raise exc.as_written("--max-model-len", "--max-model-len", "engine.max_model_len") from None
+            raise InputError(exc.field, exc.message + "; kvledger kv-bytes sizes a run started with it given "
+                             "--allow-long-max-model-len").as_written(
+                "--max-model-len", "--max-model-len", "engine.max_model_len") from None  # fmt: skip
     mnbt = 8192 if max_num_batched_tokens is None else max_num_batched_tokens
     return {
         "model": shape.name,
@@ -179,7 +186,7 @@ def kv_bytes_report(
         "max_num_batched_tokens": mnbt,
         "per_request_blocks": rkv.per_request_blocks(mml, mnbt),
         "per_request_bytes": rkv.per_request_bytes(mml, mnbt),
-        "notes": [*shape.notes, *mla_notes, *rkv.notes],
+        "notes": [*shape.notes, *mla_notes, *rkv.notes, *((long_note,) if long_note else ())],
     }
 
 

@@ -13,6 +13,7 @@ from app.core.dp_layout import layout_notes
 from app.core.errors import InputError
 from app.core.gpus import find_preset
 from app.core.lora import LoraSpec, check_lora
+from app.core.max_len import long_length_note
 from app.core.mla_rules import mla_sizing
 from app.core.nontorch import Interconnect
 from app.core.plan import Engine, Layout, ModelInput, PlanInput, Policy, check_rank_count, with_columns
@@ -124,20 +125,8 @@ _ALLOW_LONG_HOW = (
 
 def _long_length_note(shape: ModelShape, max_model_len: int) -> str | None:
     """A max_model_len above the model's derived length, planned as vLLM starts it with
-    VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: a warning, not the refusal (vllm/config/model.py
-    ``_get_and_verify_max_len`` @28be48fa9: ``logger.warning_once("%s %s", msg, warning)``)."""
-    try:
-        check_given_max_model_len("engine.max_model_len", shape, max_model_len)
-    except InputError:
-        assert shape.max_len is not None and shape.max_len.limit is not None  # only then is it refused
-        limit, key = shape.max_len.limit, shape.max_len.key
-        return (f"max_model_len {max_model_len:,} is more than the model's derived maximum length {limit:,} ({key} "
-                "in its config.json): planned as vLLM starts it with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, which warns "
-                "instead of refusing. vLLM's warning: use it with extreme caution; a model with rotary position "
-                f"embeddings (RoPE) gives nan at positions past {limit:,}, one with absolute position embeddings a "
-                "CUDA out-of-bounds error (vllm/config/model.py _get_and_verify_max_len @28be48fa9). The KV cache "
-                "is sized for the longer length; whether the model's output holds up there this plan cannot tell")
-    return None
+    VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (`app.core.max_len.long_length_note`)."""
+    return None if shape.max_len is None else long_length_note(max_model_len, shape.max_len)
 
 
 def _checked_length(shape: ModelShape | None, max_model_len: int) -> None:

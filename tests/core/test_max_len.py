@@ -299,3 +299,24 @@ def test_allow_long_max_model_len_plans_the_longer_length_with_vllms_warning() -
     measured = run_plan({**doc, "engine": {"max_model_len": 65536, "allow_long_max_model_len": True},
                          "ranks": [{"total": "80GiB", "kv_room": "40GiB"}]}, with_levers=False)  # fmt: skip
     assert [n for n in measured["notes"] if "derived maximum length" in n] == [note]
+
+
+def test_kv_bytes_sizes_a_long_length_with_the_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`kvledger kv-bytes --allow-long-max-model-len` (VLLM_ALLOW_LONG_MAX_MODEL_LEN=1): the per-request
+    worst case at the longer length, with vLLM's warning in the notes; without it the refusal names the flag."""
+    from app.cli import main
+
+    config = next(e for e in list_models() if e.slug == "qwen3-14b").config_dict()
+    with pytest.raises(InputError) as err:
+        kv_bytes_report(config, max_model_len=65536)
+    assert err.value.field == "max_model_len" and "--allow-long-max-model-len" in err.value.message
+    own = kv_bytes_report(config, max_model_len=40960)
+    long = kv_bytes_report(config, max_model_len=65536, allow_long_max_model_len=True)
+    assert long["max_model_len"] == 65536 and long["kv_bytes_per_token"] == own["kv_bytes_per_token"]
+    assert [n for n in long["notes"] if "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, which warns" in n]
+    assert not [n for n in own["notes"] if "VLLM_ALLOW_LONG" in n]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    assert main(["kv-bytes", str(path), "--max-model-len", "65536", "--allow-long-max-model-len", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["max_model_len"] == 65536
+    assert main(["kv-bytes", str(path), "--max-model-len", "65536", "--json"]) == 2
