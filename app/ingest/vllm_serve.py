@@ -177,7 +177,11 @@ ENGINE_ENV: dict[str, str] = {
     "VLLM_MLA_DISABLE": "mla_disable",
     "VLLM_USE_FLASHINFER_SAMPLER": "flashinfer_sampler",
     "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "estimate_cudagraphs",
+    # read as `value.strip().lower() in ("1", "true")`, anything else false (vllm/envs.py @28be48fa9)
+    "VLLM_ALLOW_LONG_MAX_MODEL_LEN": "allow_long_max_model_len",
 }
+#: Variables vLLM reads as a word, not `bool(int(value))`.
+_TRUE_WORDS: dict[str, tuple[str, ...]] = {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": ("1", "true")}
 
 
 def _environment(reading: ServeReading, assignments: list[str], where: str) -> None:
@@ -191,8 +195,9 @@ def _environment(reading: ServeReading, assignments: list[str], where: str) -> N
         if key is None:
             others.append(name)
             continue
+        words = _TRUE_WORDS.get(name)
         try:
-            reading.engine[key] = bool(int(value))
+            reading.engine[key] = value.strip().lower() in words if words else bool(int(value))
         except ValueError:
             why = f"expected 0 or 1 (vLLM reads bool(int(value))), got {value!r}"
             raise InputError(f"{where} {name}", why) from None

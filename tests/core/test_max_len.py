@@ -309,7 +309,7 @@ def test_kv_bytes_sizes_a_long_length_with_the_flag(tmp_path: Path, capsys: pyte
     config = next(e for e in list_models() if e.slug == "qwen3-14b").config_dict()
     with pytest.raises(InputError) as err:
         kv_bytes_report(config, max_model_len=65536)
-    assert err.value.field == "max_model_len" and "--allow-long-max-model-len" in err.value.message
+    assert err.value.field == "--max-model-len" and "--allow-long-max-model-len" in err.value.message
     own = kv_bytes_report(config, max_model_len=40960)
     long = kv_bytes_report(config, max_model_len=65536, allow_long_max_model_len=True)
     assert long["max_model_len"] == 65536 and long["kv_bytes_per_token"] == own["kv_bytes_per_token"]

@@ -193,3 +193,12 @@ def test_engine_environment_prefix_fills_the_engine() -> None:
     with pytest.raises(InputError) as err:
         read_serve("VLLM_MLA_DISABLE=yes vllm serve deepseek-ai/DeepSeek-V2-Lite")
     assert err.value.field == "serve VLLM_MLA_DISABLE" and "0 or 1" in str(err.value)
+
+
+@pytest.mark.parametrize(("value", "allowed"), [("1", True), ("true", True), (" TRUE ", True), ("0", False),
+                                                ("yes", False), ("2", False)])  # fmt: skip
+def test_allow_long_prefix_is_read_as_vllm_reads_it(value: str, allowed: bool) -> None:
+    """VLLM_ALLOW_LONG_MAX_MODEL_LEN is `value.strip().lower() in ("1", "true")` in vllm/envs.py @28be48fa9,
+    not bool(int(value)): "true" allows, "2" does not, nothing is refused."""
+    r = read_serve(f"VLLM_ALLOW_LONG_MAX_MODEL_LEN='{value}' vllm serve Qwen/Qwen3-14B --max-model-len 65536")
+    assert r.document()["engine"]["allow_long_max_model_len"] is allowed
