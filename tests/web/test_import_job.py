@@ -69,15 +69,21 @@ def test_the_reply_is_the_parsed_log_and_a_plan_per_run(where: str, path: str, o
 def test_the_child_hands_back_a_small_outcome_not_the_parsed_log(own_tempdir: Path) -> None:
     """What the server unpickles is the fields, the distinct plan documents and a number per run:
     a small fraction of the log (the parsed log itself stays in the reply file)."""
+    def run(text: str, name: str) -> import_job.ImportOutcome:
+        body, reply = own_tempdir / f"body-{name}", own_tempdir / f"reply-{name}"
+        body.write_text(orjson.dumps({"text": text}).decode())
+        job = import_job.ImportJob(str(body), "application/json", 20 * 2**20, ("model",), 8 * 2**20, str(reply))
+        return import_job.run_import(job)
+
+    once = run(real_logs(1), "once")  # every real log once
     text = real_logs(2_000_000)
-    body = own_tempdir / "body"
-    body.write_text(orjson.dumps({"text": text}).decode())
-    reply = own_tempdir / "reply"
-    job = import_job.ImportJob(str(body), "application/json", 20 * 2**20, ("model",), 8 * 2**20, str(reply))
-    outcome = import_job.run_import(job)
-    assert outcome.error is None
-    assert outcome.run_count == len(outcome.run_docs) > 100
-    assert len(outcome.docs) < outcome.run_count / 10  # runs that state the same share one document
+    outcome = run(text, "repeated")
+    reply = own_tempdir / "reply-repeated"
+    assert outcome.error is None and once.error is None
+    copies = text.count(real_logs(1))
+    # where one copy's last log meets the next copy's first, the two runs read as one (the same seam each time)
+    assert outcome.run_count == len(outcome.run_docs) == copies * once.run_count - (copies - 1)
+    assert copies >= 3 and len(outcome.docs) <= len(once.docs) + 1  # repeated runs share their documents
     assert len(pickle.dumps(outcome)) < len(text) / 20
     assert reply.stat().st_size > len(text)  # the reply (without its "plans") is in the file
 
