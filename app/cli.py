@@ -290,6 +290,10 @@ def _run_lines(i: int, run: dict[str, Any]) -> list[str]:
             f"  recomputed {residual['computed_blocks']:,} blocks from the KV bytes (residual "
             f"{residual['residual_blocks']:+,}, printed precision ±{residual['tolerance_blocks']})"
         )
+    room = (run.get("residuals") or {}).get("kv_room_from_blocks")
+    if room:  # a run that states no KV memory: the room its logged blocks give (services.blocks_room)
+        size = fmt_bytes(room["kv_room_bytes"])
+        out.append(f"  kv room {size} per rank, {room['tokens']:,} tokens ({room['basis']})")
     out.extend(f"  finding [{f['code']}] {f['message']}" for f in run.get("findings", []))
     return out
 

@@ -300,11 +300,15 @@ class RankDoc(_Strict):
     cuda_graphs: Size | None = None
     activation: Size | None = None
     kv_room: Size | None = None
+    # The engine's logged block count the kv_room was derived from (app.services.blocks_room)
+    kv_room_blocks: int | None = Field(default=None, ge=1, le=2**40)
 
     @model_validator(mode="after")
     def _something(self) -> RankDoc:
         if self.total is None and self.kv_room is None:
             raise ValueError("give the rank's total memory (with its rows) or its measured kv_room")
+        if self.kv_room_blocks is not None and self.kv_room is None:
+            raise ValueError("kv_room_blocks is the block count a kv_room was derived from: give the kv_room too")
         return self
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from app.core.explain_tiers import dp_entries, prefix_entries, tier_entries
 from app.core.kvrank import RankKV
 from app.core.layers import ATTENTION_KINDS
-from app.core.ledger import Cell, RankLedger
+from app.core.ledger import ROOM_FROM_BLOCKS, Cell, RankLedger
 from app.core.rank_columns import index_of
 from app.core.units import decimal_ratio, fmt_bytes
 
@@ -268,6 +268,7 @@ def explain(result: PlanResult) -> JSON:
     binding_kv = adm.ranks[first].kv_bytes if first is not None else 0
     out = {
         **_budget_entries(result),
+        **_room_from_blocks_entry(result, binding),
         **_geometry_entries(result, kv_inputs, binding_kv),
         **_admission_entries(result, kv_inputs),
         **tier_entries(result),
@@ -285,6 +286,26 @@ def explain(result: PlanResult) -> JSON:
             "inputs": inputs,
         }
     return {**out, **extra}
+
+
+def _room_from_blocks_entry(result: PlanResult, binding: RankLedger | None) -> JSON:
+    """A KV room taken from the block count a log states (services.blocks_room): vLLM's
+    ``num_blocks = available // page_size // num_layers`` read backwards, within one block."""
+    room = None if binding is None or result.plan.engine.kv_cache_memory_bytes is not None else binding.inp.kv_room
+    rkv = result.rkv
+    if room is None or not room.note.startswith(ROOM_FROM_BLOCKS) or rkv.page_bytes <= 0 or binding is None:
+        return {}
+    uniform = rkv.page_bytes == rkv.page_bytes_per_layer * rkv.group_size
+    if binding.kv is not room or room.bytes % rkv.page_bytes or not uniform:
+        return {}  # a what-if moved the room, or another geometry: the identity no longer holds
+    return {"kv_bytes": {
+        "formula": "blocks × page_bytes × layers — the block count the log states times the bytes of one block per "
+                   f"layer and the layers on the rank: within one block of the memory vLLM sized ({_RULES} "
+                   "get_num_blocks: num_blocks = available // page_size // num_layers)",
+        "values": f"{room.bytes // rkv.page_bytes:,} × {rkv.page_bytes_per_layer:,} × {rkv.group_size}",
+        "result": fmt_bytes(room.bytes),
+        "inputs": "measured",
+    }}
 
 
 def _draft_share(result: PlanResult) -> int:

@@ -239,6 +239,8 @@ def work_out_rank(inp: RankInput, rules: LedgerRules, ratio: tuple[int, int] | N
     return RankLedger(inp, requested, kv, will_start, tuple(problems))
 
 
+#: How a KV room's note starts when the room is a logged block count × the page (app.services.blocks_room)
+ROOM_FROM_BLOCKS = "measured-derived"
 _KV_NOTE = "requested − weights − non_torch − graphs − activation"
 KV_NOTE = _KV_NOTE  # the derived KV cell's note (app.core.rank_columns makes the same cells)
 source_of = _source_of

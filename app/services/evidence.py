@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.core.errors import InputError
 from app.core.kvspec import RankKV, rank_kv_uniform
+from app.services.blocks_room import logged_blocks
 from app.services.imported_runs import advice_notes, graphs_in_budget
 from app.services.rank_kv_memo import RankKVMemo
 from app.services.rowless_ranks import fill_rowless, layout_notes
@@ -113,15 +114,23 @@ def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) 
     data = doc.model_dump(exclude_none=True, exclude={"from_log", "log_run"})
     settings: Mapping[str, Any] = run.get("settings") or {}
     ranks = ranks_from_run(run)
+    unmeasured = None  # why no rank has memory rows: its logged blocks may still give the KV room
     if not ranks:
-        raise InputError("from_log", f"run {doc.log_run} states no per-rank memory (no KV or total memory lines)")
+        unmeasured = f"run {doc.log_run} states no per-rank memory (no KV or total memory lines)"
     ranks, notes = fill_rowless(ranks, _run_pp(doc, run, settings))
-    if not ranks:
-        raise InputError(
-            "from_log",
+    if not ranks and unmeasured is None:
+        unmeasured = (
             f"run {doc.log_run}: no rank states its rows or its KV memory (only budget lines), so no ledger can "
-            "be measured from it; plan it from the home page with the GPU and layout instead (estimated rows)",
+            "be measured from it; plan it from the home page with the GPU and layout instead (estimated rows)"
         )
+    block_size = _as_int(settings.get("block_size")) or _as_int((run.get("engine") or {}).get("block_size")) or 16
+    if "block_size" in doc.engine.model_fields_set:
+        block_size = doc.engine.block_size
+    if unmeasured is not None and logged_blocks(run, block_size) is None:
+        tokens = _as_int((run.get("engine") or {}).get("kv_tokens"))
+        raise InputError("from_log", unmeasured if tokens is None else (
+            f"{unmeasured}; its GPU KV cache size ({tokens:,} tokens) is not a whole number of {block_size}-token "
+            "blocks, so it gives no block count (vLLM ≥ 2026-04 prints int(max_concurrency × max_model_len))"))
     data["ranks"] = ranks
     engine: JSON = dict(data.get("engine") or {})
     whatif: JSON = dict(data.get("whatif") or {})
@@ -149,7 +158,13 @@ def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) 
             engine[key] = bool(settings[key])
     data["engine"] = engine
     if doc.model is None:
-        data["model"] = _model_for_run(run, settings)
+        try:
+            data["model"] = _model_for_run(run, settings)
+        except InputError as exc:
+            if unmeasured is None:
+                raise
+            raise InputError("from_log", f"{unmeasured}; its logged block count gives the KV room once the model "
+                             f"is known: {exc.message}") from None
     stated = settings.get("quantization")
     if not isinstance(stated, str) or stated == "none":
         # no engine config line: a kernel line's linear method (vllm_log_config.kernel_method)
@@ -186,6 +201,8 @@ def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) 
         layout["expert_parallel"] = True  # the run's own --enable-expert-parallel, for its deploy command
     data["layout"] = layout
     workers = layout.get("tp", 1) * layout.get("pp", 1)
+    if unmeasured is not None:
+        ranks = data["ranks"] = _ranks_from_blocks(run, data.get("model"), layout, engine, workers, unmeasured, notes)
     _logged_engine_layers(doc, run, engine, workers, notes)
     notes.extend(fit_logged_blocks(ranks, run, data.get("model"), layout, engine))
     if len(ranks) < len(run.get("ranks") or []) or len(ranks) % workers:
@@ -210,6 +227,28 @@ def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) 
     from app.schemas import PlanDocument
 
     return PlanDocument.model_validate(data)
+
+
+def _ranks_from_blocks(run: Mapping[str, Any], model: object, layout: Mapping[str, Any], engine: Mapping[str, Any],
+                      workers: int, unmeasured: str, notes: list[str]) -> list[JSON]:
+    """The ranks of a run that states no KV memory, their room from the engine's logged blocks
+    (`blocks_room`), with the notes that say how and what cannot be checked; else an InputError."""
+    from app.services.blocks_room import ranks_from_blocks, run_room, unchecked_note
+    from app.services.imported_runs import model_config_of
+
+    config = model_config_of(model if isinstance(model, Mapping) else None)
+    if config is None:
+        raise InputError("from_log", f"{unmeasured}; the logged block count gives the KV room only with the "
+                         "model's shape: choose the model or give its config.json")
+    try:
+        room = run_room(run, config, int(layout.get("tp", 1)), int(layout.get("pp", 1)),
+                        str(engine.get("kv_cache_dtype") or "auto"), _as_int(engine.get("block_size")) or 16,
+                        full_kv=_caches_full_kv(run, config))
+    except InputError as exc:
+        raise InputError("from_log", f"{unmeasured}, and its logged blocks give none: {exc.message}") from None
+    ranks = ranks_from_blocks(run, room, workers)
+    notes.extend([room.note(), unchecked_note(ranks)])
+    return ranks
 
 
 def _logged_blocks(run: Mapping[str, Any], rkv: RankKV, lo: int, hi: int, max_model_len: int | None) -> int | None:
@@ -497,11 +536,26 @@ def residuals(run: Mapping[str, Any], config: Mapping[str, object] | None, per_t
     return {
         "ranks": ranks,
         "engine": engine_json,
+        **({} if ranks or config is None else {"kv_room_from_blocks": _room_json(run, rkv)}),
         "findings": findings,
         "page_bytes": rkv.page_bytes,
         "block_size": rkv.block_size,
         "kv_bytes_per_token": rkv.kv_bytes_per_token,
     }
+
+
+def _room_json(run: Mapping[str, Any], rkv: RankKV) -> JSON | None:
+    """A run that states no KV memory: the room its logged blocks give each rank (`blocks_room`),
+    or None (no block count, several pipeline stages, or a geometry where blocks are not bytes)."""
+    from app.services.blocks_room import room_from_blocks
+
+    found = logged_blocks(run, rkv.block_size)
+    if found is None or rkv.pp > 1:
+        return None
+    try:
+        return room_from_blocks(rkv, *found).as_json()
+    except InputError:
+        return None
 
 
 def tp_from_ranks(run: Mapping[str, Any]) -> int | None:

@@ -12,6 +12,7 @@ from app.core.ledger import Cell, RankInput
 from app.core.plan import Engine, Layout, ModelInput, check_rank_count, estimate_context
 from app.core.shape import ModelShape
 from app.schemas import PlanDocument, RankDoc
+from app.services.blocks_room import PREFIX
 from app.services.memo import memoised
 from app.services.plan_layers import with_dp_weights
 
@@ -24,7 +25,7 @@ def ranks_from_doc(ranks: list[RankDoc]) -> tuple[RankInput, ...]:
     """The measured ranks; equal values share one Cell object, so identical ranks are built from
     the same cells and the ledger works each distinct rank out once (`ledger.work_out`)."""
     cells: dict[int | None, Cell | None] = {None: None}
-    rooms: dict[int | None, Cell | None] = {None: None}
+    rooms: dict[tuple[int | None, int | None], Cell | None] = {(None, None): None}
 
     def cell(value: int | None) -> Cell | None:
         found = cells.get(value)
@@ -34,9 +35,11 @@ def ranks_from_doc(ranks: list[RankDoc]) -> tuple[RankInput, ...]:
 
     out = []
     for i, rank in enumerate(ranks):
-        room = rooms.get(rank.kv_room)
+        key = (rank.kv_room, rank.kv_room_blocks)
+        room = rooms.get(key)
         if room is None and rank.kv_room is not None:
-            room = rooms[rank.kv_room] = Cell(rank.kv_room, "measured", "measured KV room")
+            room = rooms[key] = Cell(rank.kv_room, "measured", "measured KV room" if rank.kv_room_blocks is None else
+                                     f"{PREFIX}: {rank.kv_room_blocks:,} logged blocks × page_bytes × layers")
         out.append(RankInput(
             label=rank.label or str(i), total=cell(rank.total), free_at_start=cell(rank.free_at_start),
             weights=cell(rank.weights), non_torch=cell(rank.non_torch), cuda_graphs=cell(rank.cuda_graphs),

@@ -34,3 +34,20 @@ def test_import_uploaded_log_file(page: Any) -> None:
     page.wait_for_selector(".ranks-preview")
     count = page.eval_on_selector_all(".ranks-preview tbody tr", "rows => rows.length")
     assert count >= 8
+
+
+def test_import_a_blocks_only_log_makes_a_plan_of_its_tokens(page: Any) -> None:
+    """public 03 (vLLM 0.8.4, Llama-3.1-8B, L40S) states "GPU KV cache size: 158,656 tokens" and no KV
+    memory: it imported as "no plan" (no per-rank memory). Its room now comes from the blocks."""
+    page.goto("/import")
+    page.fill("#log-text", (LOGS / "public" / "03-v084-llama31-8b-l40s-tp1.log").read_text())
+    page.select_option("#log-model", "llama-3.1-8b")
+    page.click("form[action='/import'] button[type=submit]")
+    room = page.inner_text("#room-from-blocks-0", timeout=30_000)
+    assert "158,656 tokens" in room and "measured-derived" in room and "cannot be checked" in room
+    page.click("text=Make a plan from this run")
+    page.wait_for_url("**/plan?base=*")
+    page.wait_for_selector("#chart-pool[data-drawn]", state="attached")
+    body = page.inner_text("body")
+    assert "158,656" in body and "cannot be checked" in body
+    assert page.eval_on_selector_all("#ranks tbody tr", "rows => rows.map(r => r.dataset.rank)") == ["driver"]
