@@ -149,3 +149,27 @@ def test_raw_tokens_of_a_uniform_model_are_bytes_over_bytes_per_token() -> None:
     out = result_to_dict(compute(plan))
     assert out["raw_tokens"] == (10 * GIB + 12345) // out["kv_bytes_per_token"]
     assert "--block-size 16" in out["flags"]
+
+
+@pytest.mark.parametrize(("slug", "tp", "blocks"), [("llama-3.1-8b", 1, 9_916), ("qwen3-30b-a3b", 4, 12_424)])
+def test_a_room_from_logged_blocks_explains_its_identity(slug: str, tp: int, blocks: int) -> None:
+    """public 03 / 46: the room is blocks × page_bytes × layers (app.services.blocks_room), and every
+    explain entry of that plan, the room's own included, evaluates to its result."""
+    from app.core.ledger import ROOM_FROM_BLOCKS
+
+    shape = shape_from_config(get_model(slug).config_dict())
+    probe = compute(PlanInput(ModelInput(shape=shape), Layout(tp=tp), Engine(0.9, "auto", 16, 8192, 2048, 256),
+                              Policy(), (RankInput("0", kv_room=Cell(GIB, "measured")),), "0.8.4"))  # fmt: skip
+    room = Cell(blocks * probe.rkv.page_bytes, "measured", f"{ROOM_FROM_BLOCKS}: {blocks:,} logged blocks")
+    ranks = tuple(RankInput(str(i), kv_room=room) for i in range(tp))
+    out = result_to_dict(compute(PlanInput(ModelInput(shape=shape), Layout(tp=tp),
+                                           Engine(0.9, "auto", 16, 8192, 2048, 256), Policy(), ranks, "0.8.4")))
+    entry = out["explain"]["kv_bytes"]
+    assert entry["values"].startswith(f"{blocks:,} × ") and "within one block" in entry["formula"]
+    assert out["tokens"] == blocks * 16
+    for key, value in out["explain"].items():
+        _check(key, value)
+    plain = Cell(room.bytes, "measured", "measured KV room")  # a room the log states: no such line
+    again = compute(PlanInput(ModelInput(shape=shape), Layout(tp=tp), Engine(0.9, "auto", 16, 8192, 2048, 256),
+                              Policy(), tuple(RankInput(str(i), kv_room=plain) for i in range(tp)), "0.8.4"))
+    assert "kv_bytes" not in result_to_dict(again)["explain"]
