@@ -126,9 +126,10 @@ def ranks_from_blocks(run: Mapping[str, Any], room: BlocksRoom, workers: int) ->
     return entries
 
 
-def unchecked_note(ranks: list[JSON]) -> str:
-    """What the plan cannot check when its rooms come from blocks, and why."""
-    if all("total" in r for r in ranks):
+def unchecked_note(with_totals: bool) -> str:
+    """What a plan cannot check when its rooms come from blocks, and why (``with_totals``: every such
+    rank has its total memory, from the log or the user)."""
+    if with_totals:
         return (f"KV room from the logged block count ({PREFIX}); the rows vLLM subtracted (non-torch, activation, "
                 "CUDA graphs) are not in the log, so they are not shown")
     return (f"KV room from the logged block count ({PREFIX}): the log states no total memory, so requested "

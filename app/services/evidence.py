@@ -233,7 +233,7 @@ def _ranks_from_blocks(run: Mapping[str, Any], model: object, layout: Mapping[st
                       workers: int, unmeasured: str, notes: list[str]) -> list[JSON]:
     """The ranks of a run that states no KV memory, their room from the engine's logged blocks
     (`blocks_room`), with the notes that say how and what cannot be checked; else an InputError."""
-    from app.services.blocks_room import ranks_from_blocks, run_room, unchecked_note
+    from app.services.blocks_room import ranks_from_blocks, run_room
     from app.services.imported_runs import model_config_of
 
     config = model_config_of(model if isinstance(model, Mapping) else None)
@@ -247,7 +247,7 @@ def _ranks_from_blocks(run: Mapping[str, Any], model: object, layout: Mapping[st
     except InputError as exc:
         raise InputError("from_log", f"{unmeasured}, and its logged blocks give none: {exc.message}") from None
     ranks = ranks_from_blocks(run, room, workers)
-    notes.extend([room.note(), unchecked_note(ranks)])
+    notes.append(room.note())  # what it cannot check is the plan's note (plan_inputs), as its totals stand
     return ranks
 
 

@@ -333,6 +333,11 @@ def _assumption_notes(doc: PlanDocument) -> tuple[str, ...]:
         preset = find_preset(doc.gpu.name)
         assert preset is not None
         notes.append(f"GPU total {preset.total_bytes / 2**30:.2f} GiB from the {preset.name} preset ({preset.source})")
+    derived = [r for r in doc.ranks or () if r.kv_room_blocks is not None]
+    if derived:  # a room from logged blocks (services.blocks_room): what it leaves unchecked, per the totals given
+        from app.services.blocks_room import unchecked_note
+
+        notes.append(unchecked_note(all(r.total is not None for r in derived)))
     return tuple(notes)
 
 

@@ -129,3 +129,26 @@ def test_parsed_logs_in_the_set_state_blocks() -> None:
     for name in BLOCKS_ONLY:
         engine = parse_log_text((LOGS / name).read_text())["runs"][0]["engine"]
         assert engine.get("num_gpu_blocks") or engine.get("kv_tokens")
+
+
+def test_a_total_the_user_gives_checks_the_budget() -> None:
+    """The same room with the rank's total memory (an L40S preset, then a card too small for it):
+    requested and headroom are worked out, and a room above the budget is said."""
+    from app.core.gpus import find_preset
+
+    name = "public/03-v084-llama31-8b-l40s-tp1.log"
+    _, docs = read_log((LOGS / name).read_text(), None, None, {"catalogue": "llama-3.1-8b"})
+    doc = docs[0][0]
+    assert doc is not None
+    preset = find_preset("L40S")
+    assert preset is not None
+    for total in (preset.total_bytes, 16 * 2**30):
+        ranks = [{**r, "total": total} for r in doc["ranks"]]
+        result = plans.run_plan({**doc, "ranks": ranks}, with_levers=False)
+        (rank,) = result["ranks"]
+        assert rank["requested_bytes"] is not None and rank["headroom_bytes"] is not None
+        assert result["tokens"] == 158_656  # the room stays the logged blocks'
+        assert not any("cannot be checked" in n for n in result["notes"])
+        assert any("not in the log" in n for n in result["notes"])
+        above = [w for w in result["warnings"] if w["code"] == "kv_room_above_budget"]
+        assert bool(above) == (total * 0.9 < rank["kv_bytes"])
