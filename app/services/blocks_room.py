@@ -132,7 +132,8 @@ def unchecked_note(with_totals: bool) -> str:
     if with_totals:
         return (f"KV room from the logged block count ({PREFIX}); the rows vLLM subtracted (non-torch, activation, "
                 "CUDA graphs) are not in the log, so they are not shown")
-    return (f"KV room from the logged block count ({PREFIX}): the log states no total memory, so requested "
-            "(total × gpu_memory_utilization), headroom, the free-memory pre-flight (vLLM refuses to start when "
-            "free memory is below requested) and whether the room fits the budget cannot be checked, and "
-            "gpu_memory_utilization cannot move the room; give the rank's total memory (ranks[].total) to check them")
+    return (f"KV room from the logged block count ({PREFIX}): the total memory is not known (the log states "
+            "none), so requested (total × gpu_memory_utilization), headroom, the free-memory pre-flight (vLLM "
+            "refuses to start when free memory is below requested) and whether the room fits the budget cannot be "
+            "checked, and gpu_memory_utilization cannot move the room; give the rank's total memory (ranks[].total) "
+            "to check them")

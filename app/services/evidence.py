@@ -547,15 +547,17 @@ def residuals(run: Mapping[str, Any], config: Mapping[str, object] | None, per_t
 def _room_json(run: Mapping[str, Any], rkv: RankKV) -> JSON | None:
     """A run that states no KV memory: the room its logged blocks give each rank (`blocks_room`),
     or None (no block count, several pipeline stages, or a geometry where blocks are not bytes)."""
-    from app.services.blocks_room import room_from_blocks
+    from app.services.blocks_room import room_from_blocks, unchecked_note
 
     found = logged_blocks(run, rkv.block_size)
     if found is None or rkv.pp > 1:
         return None
     try:
-        return room_from_blocks(rkv, *found).as_json()
+        room = room_from_blocks(rkv, *found).as_json()
     except InputError:
         return None
+    recs = [r for r in run.get("ranks") or [] if isinstance(r, Mapping)]
+    return {**room, "unchecked": unchecked_note(bool(recs) and all(_as_int(r.get("total_bytes")) for r in recs))}
 
 
 def tp_from_ranks(run: Mapping[str, Any]) -> int | None:
