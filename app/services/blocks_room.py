@@ -67,9 +67,29 @@ def logged_blocks(run: Mapping[str, Any], block_size: int) -> tuple[int, str] | 
     if blocks is not None:
         return blocks, f"{blocks:,} blocks"
     tokens = _as_int(engine.get("kv_tokens"))
-    if tokens is not None and tokens % block_size == 0:
-        return tokens // block_size, f"{tokens:,} tokens (÷ block_size {block_size})"
-    return None
+    if tokens is None or tokens % block_size or not _concurrency_agrees(engine, tokens // block_size, block_size):
+        return None
+    return tokens // block_size, f"{tokens:,} tokens (÷ block_size {block_size})"
+
+
+def _concurrency_agrees(engine: Mapping[str, Any], blocks: int, block_size: int) -> bool:
+    """Whether `blocks` is the one count the logged figures allow: since 2026-04-28 (PR #41069) the token
+    figure is int(max_concurrency × mml), which for an mml that is not whole blocks can divide by the
+    block size for another count (16,000 tokens at mml 1,000: 1,000 blocks × 16 before, 1,008 blocks
+    after); and the logged "Maximum concurrency" must fit under one of vLLM's formulas, tokens / mml
+    (V1 ≤ 0.9.0) or blocks / cdiv(mml, block_size) (a8da78eac on). Without an mml: taken as is."""
+    mml, conc = _as_int(engine.get("max_concurrency_tokens")), engine.get("max_concurrency")
+    if mml is None:
+        return True
+    per_request = -(-mml // block_size)
+    if mml % block_size:  # the newer figure of another count may divide too: then which one is unknown
+        near = blocks * block_size * per_request // mml
+        other = {b for b in range(max(1, near - 2), near + 3) if int(b / per_request * mml) == blocks * block_size}
+        if other - {blocks}:
+            return False
+    if not isinstance(conc, (int, float)):
+        return True
+    return any(abs(value - conc) <= 0.0051 for value in (blocks * block_size / mml, blocks / per_request))
 
 
 def room_from_blocks(rkv: RankKV, blocks: int, logged: str) -> BlocksRoom:

@@ -129,8 +129,9 @@ def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) 
     if unmeasured is not None and logged_blocks(run, block_size) is None:
         tokens = _as_int((run.get("engine") or {}).get("kv_tokens"))
         raise InputError("from_log", unmeasured if tokens is None else (
-            f"{unmeasured}; its GPU KV cache size ({tokens:,} tokens) is not a whole number of {block_size}-token "
-            "blocks, so it gives no block count (vLLM ≥ 2026-04 prints int(max_concurrency × max_model_len))"))
+            f"{unmeasured}; its GPU KV cache size ({tokens:,} tokens) gives no block count: it is not a whole number "
+            f"of {block_size}-token blocks, or with its max_model_len and concurrency it can stand for another count "
+            "(vLLM ≥ 2026-04 prints int(max_concurrency × max_model_len))"))
     data["ranks"] = ranks
     engine: JSON = dict(data.get("engine") or {})
     whatif: JSON = dict(data.get("whatif") or {})

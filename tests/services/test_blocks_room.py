@@ -152,3 +152,16 @@ def test_a_total_the_user_gives_checks_the_budget() -> None:
         assert any("not in the log" in n for n in result["notes"])
         above = [w for w in result["warnings"] if w["code"] == "kv_room_above_budget"]
         assert bool(above) == (total * 0.9 < rank["kv_bytes"])
+
+
+def test_tokens_that_could_be_two_counts_give_none() -> None:
+    """16,000 tokens at max_model_len 1,000 is 1,000 blocks × 16 (vLLM before 2026-04-28) or
+    int(1,008 / 63 × 1,000) (after, PR #41069): no count is read. At 1,024 (whole blocks) both agree;
+    a concurrency that fits neither formula rules the count out."""
+    from app.services.blocks_room import logged_blocks
+
+    engine = {"kv_tokens": 16_000, "max_concurrency_tokens": 1_000, "max_concurrency": 16.0}
+    assert logged_blocks({"engine": engine}, 16) is None
+    whole = {**engine, "max_concurrency_tokens": 1_024, "max_concurrency": 15.62}
+    assert logged_blocks({"engine": whole}, 16) == (1_000, "16,000 tokens (÷ block_size 16)")
+    assert logged_blocks({"engine": {**whole, "max_concurrency": 3.1}}, 16) is None
