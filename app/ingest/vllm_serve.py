@@ -7,7 +7,8 @@ note), then read the way
 vLLM's `FlexibleArgumentParser.parse_args` reads it (vllm/utils/argparse_utils.py, commit
 28be48fa944d): after `serve` the first positional is the model (`--model X` is moved there),
 `--long_flag` is `--long-flag`, `--flag=value` is `--flag value`. The flags the plan takes are
-`app.core.vllm_flags.PLAN_FLAGS`; every other flag vLLM has (app/data/vllm_flags.json) is kept
+`app.core.vllm_flags.PLAN_FLAGS`, with the LoRA and speculative flags gathered into `engine.lora` /
+`engine.speculative` (app.ingest.vllm_serve_engine); every other flag vLLM has (app/data/vllm_flags.json) is kept
 in `other_flags`, and a flag vLLM does not have in `unknown_flags` — none is dropped silently.
 """
 
@@ -23,6 +24,7 @@ import yaml
 
 from app.core.errors import InputError
 from app.core.vllm_flags import BY_FLAG, MODEL_FLAG, OFFLOAD_FLAGS, PlanFlag, vllm_flag_table
+from app.ingest.vllm_serve_engine import read_lora, read_speculative
 from app.ingest.vllm_serve_values import ServeValueError, model_match, plan_value
 
 EXPECTED = ("expected a vLLM command line: `vllm serve MODEL [flags]`, "
@@ -236,6 +238,8 @@ def read_args(args: list[str], where: str = "serve") -> ServeReading:
             reading.written[f"{plan_flag.section}.{plan_flag.key}"] = (
                 written.removeprefix("--") if where == "vllm_config" else written)
     _offload(reading, where)
+    read_lora(reading, where)
+    read_speculative(reading, where)
     _match_model(reading)
     return reading
 
@@ -372,9 +376,12 @@ def filled_from_serve(doc: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str,
 
 
 def _states(doc: Mapping[str, Any], path: str) -> bool:
-    section, key = path.split(".", 1)
-    given = doc.get(section)
-    return isinstance(given, Mapping) and given.get(key) is not None
+    node: object = doc  # "engine.lora.max_loras" walks into the document's own engine.lora
+    for part in path.split("."):
+        if not isinstance(node, Mapping):
+            return False
+        node = node.get(part)
+    return node is not None
 
 
 def serve_notes(doc: Mapping[str, Any]) -> list[str]:
