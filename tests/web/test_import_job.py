@@ -27,10 +27,13 @@ LOGS = Path(__file__).resolve().parents[1] / "data" / "vllm-logs"
 
 
 @pytest.fixture(autouse=True)
-def own_tempdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every spooled body and reply of these tests lands in a directory of its own (checked empty)."""
-    spool = tmp_path / "spool"
-    spool.mkdir()
+def own_tempdir(monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every spooled body and reply of these tests lands in a directory of its own (checked empty).
+    A short one under /tmp: multiprocessing puts its AF_UNIX listener in the temp dir, and a socket
+    path over 107 bytes fails (``OSError: AF_UNIX path too long``; pytest's tmp_path under xdist
+    reached it). Kept after the test, as tmp_path's were: multiprocessing keeps using the temp dir it
+    first made its own directory in."""
+    spool = Path(tempfile.mkdtemp(prefix="kvs-", dir="/tmp"))
     monkeypatch.setattr(tempfile, "tempdir", str(spool))
     return spool
 
