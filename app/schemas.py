@@ -269,7 +269,7 @@ class EngineDoc(_Strict):
     estimate_cudagraphs: bool | None = None
     mla_disable: bool = False  # VLLM_MLA_DISABLE=1: an MLA model caches full K/V (app.core.mla_rules)
     # V1's sampler on FlashInfer's path ("Using FlashInfer for top-p & top-k sampling."); None: not stated,
-    # sized as PyTorch's native sort (app.core.profile_run.sampler_bytes_per_logit)
+    # the version's default on the card (app.core.profile_run.flashinfer_sampler_in_use)
     flashinfer_sampler: bool | None = None
     # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: a max_model_len above the model's derived length starts, with
     # vLLM's warning (vllm/config/model.py _get_and_verify_max_len @28be48fa9; app.core.max_len rule 5)

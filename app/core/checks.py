@@ -26,9 +26,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.core.gpus import compute_capability
 from app.core.ledger import RankLedger
 from app.core.plan import PlanResult
-from app.core.profile_run import RETAINED_AFTER_PROFILE, ProfileInputs, sampler_warmup
+from app.core.profile_run import RETAINED_AFTER_PROFILE, ProfileInputs, flashinfer_sampler_in_use, sampler_warmup
 from app.core.units import fmt_bytes
 
 Check = dict[str, Any]
@@ -101,9 +102,12 @@ def _sampler_warmup(result: PlanResult, lg: RankLedger) -> Check | None:
     shape, total, act = plan.model.shape, inp.total or inp.free_at_start, inp.activation
     if shape is None or total is None or act is None or lg.requested_bytes is None or plan.engine.kv_cache_memory_bytes:
         return None
+    fi_sampler, _ = flashinfer_sampler_in_use(
+        plan.engine.flashinfer_sampler, result.rules.version, compute_capability(plan.gpu_name)
+    )
     prof = ProfileInputs(plan.layout.tp, plan.engine.max_num_batched_tokens, plan.engine.max_num_seqs,
                          result.rules.version, last_stage=_last_stage(result, lg),
-                         flashinfer_sampler=bool(plan.engine.flashinfer_sampler))  # fmt: skip
+                         flashinfer_sampler=fi_sampler)  # fmt: skip
     free = inp.free_at_start or total
     graphs = 0 if result.rules.cuda_graphs_in_budget or inp.cuda_graphs is None else inp.cuda_graphs.bytes
     w = sampler_warmup(shape, prof, free.bytes - lg.requested_bytes, act.bytes, graphs)

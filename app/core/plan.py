@@ -27,6 +27,7 @@ from app.core.ledger import LedgerRules, RankInput, RankLedger
 from app.core.lora import LoraSpec
 from app.core.nontorch import Interconnect
 from app.core.prefix_pool import PrefixPool, prefix_pool
+from app.core.profile_run import flashinfer_sampler_in_use
 from app.core.rank_columns import (
     RankColumns,
     columns_for,
@@ -93,7 +94,7 @@ class Engine:
     estimate_cudagraphs: bool | None = None
     mla_disable: bool = False  # VLLM_MLA_DISABLE=1: an MLA model caches full K/V (app.core.mla_rules)
     # V1's top-k/top-p sampler on FlashInfer's path (VLLM_USE_FLASHINFER_SAMPLER with FlashInfer installed);
-    # None: not stated, sized as PyTorch's native path (app.core.profile_run.sampler_bytes_per_logit)
+    # None: not stated, the version's default on the card (app.core.profile_run.flashinfer_sampler_in_use)
     flashinfer_sampler: bool | None = None
     allow_long_max_model_len: bool = False  # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (app.core.max_len rule 5)
     lora: LoraSpec | None = None  # --enable-lora with its slots (app.core.lora)
@@ -212,7 +213,9 @@ def estimate_context(
         max_model_len=engine.max_model_len,
         mxfp4_backend=mxfp4_backend_for(compute_capability(gpu_name)),
         capability=compute_capability(gpu_name),
-        flashinfer_sampler=bool(engine.flashinfer_sampler),
+        flashinfer_sampler=flashinfer_sampler_in_use(
+            engine.flashinfer_sampler, rules_for(vllm_version).version, compute_capability(gpu_name)
+        )[0],
     )
 
 

@@ -169,7 +169,8 @@ def sampler_bytes_per_logit(version: Version, v1: bool = True, rows: int = 256, 
       @4dd49b06f), which masks the top-k into a new fp32 tensor and softmaxes it (FlashInfer's
       sampling.py, "top_k_first"): model-dtype logits (2), fp32 logits (4), masked logits (4), probs
       (4) = 14, no sort. The dummy run sets top-k and top-p and no generators, so `forward_cuda` never
-      falls back to the native path there. V0's sampler is not TopKTopPSampler: no effect.
+      falls back to the native path there. V0's sampler is not TopKTopPSampler: no effect. Whether
+      a plan that does not state it takes this path: `flashinfer_sampler_in_use` (on by default from v0.21).
     """
     if version < (0, 6, 2):
         return 40
@@ -182,6 +183,38 @@ def sampler_bytes_per_logit(version: Version, v1: bool = True, rows: int = 256, 
 
 #: Bytes per logit at FlashInfer's sampler peak (sampler_bytes_per_logit).
 FLASHINFER_SAMPLER_BYTES = 2 + 4 + 4 + 4
+
+# VLLM_USE_FLASHINFER_SAMPLER defaults to True from b92ef9ec5 (PR #40376, 2026-04-29; vllm/envs.py,
+# vllm/v1/sample/ops/topk_topp_sampler.py): on CUDA (logprobs_mode not processed_*) the sampler takes
+# `forward_cuda` when `FlashInferBackend.supports_compute_capability(cc)` — 7.5 ≤ cc ≤ 12.1
+# (vllm/v1/attention/backends/flashinfer.py @28be48fa9) — and otherwise warns and falls back to the
+# native path; =0 keeps native. Merged the day after PR #41069 (2026-04-28), which versions.py takes
+# as v0.21, so v0.21.0 is taken as the first release with it (the mirror has no release tags; were
+# v0.21 cut on 2026-04-28 exactly, it would be v0.22). Before, "not set" meant native.
+FLASHINFER_SAMPLER_DEFAULT_SINCE: Version = (0, 21, 0)
+FLASHINFER_SAMPLER_CAPABILITY = ((7, 5), (12, 1))
+
+
+def flashinfer_sampler_in_use(
+    stated: bool | None, version: Version, capability: tuple[int, int] | None
+) -> tuple[bool, str]:
+    """(whether V1's sampler takes FlashInfer's path, why) for VLLM_USE_FLASHINFER_SAMPLER as stated
+    (None: not set). Not set, from v0.21 a card of known capability in FlashInfer's range takes it; an
+    unknown card is sized on the native path, the larger peak below 8 rows (see above)."""
+    if stated is not None:
+        return stated, f"VLLM_USE_FLASHINFER_SAMPLER={int(stated)}"
+    label = ".".join(str(p) for p in version)
+    if version < FLASHINFER_SAMPLER_DEFAULT_SINCE:
+        return False, f"VLLM_USE_FLASHINFER_SAMPLER not set: off by default in vLLM {label} (on from v0.21, PR #40376)"
+    lo, hi = FLASHINFER_SAMPLER_CAPABILITY
+    rule = "on by default from v0.21 (PR #40376) on compute capability 7.5–12.1"
+    if capability is None:
+        return False, (f"VLLM_USE_FLASHINFER_SAMPLER not set: {rule}, but the card's capability is not known, "
+                       "so the native path (the larger peak below 8 rows) is assumed")
+    cc = f"{capability[0]}.{capability[1]}"
+    if lo <= capability <= hi:
+        return True, f"VLLM_USE_FLASHINFER_SAMPLER not set: {rule}; the card is {cc}"
+    return False, f"VLLM_USE_FLASHINFER_SAMPLER not set: {rule}; the card is {cc}, so vLLM falls back to native"
 
 
 def sampler_step_bytes(

@@ -181,7 +181,7 @@ def result_to_dict(result: PlanResult, levers: list[JSON] | None = None, lazy: b
             "cudagraph_mode": plan.engine.cudagraph_mode,
             "estimate_cudagraphs": plan.engine.estimate_cudagraphs,  # None: the version's default (versions.py)
             "mla_disable": plan.engine.mla_disable,  # VLLM_MLA_DISABLE=1 (app.core.mla_rules)
-            "flashinfer_sampler": plan.engine.flashinfer_sampler,  # None: not stated (native sort sized)
+            "flashinfer_sampler": plan.engine.flashinfer_sampler,  # None: the default (flashinfer_sampler_in_use)
             "allow_long_max_model_len": plan.engine.allow_long_max_model_len,  # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
         },
         "node": None if plan.node is None else {

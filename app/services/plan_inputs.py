@@ -11,14 +11,14 @@ from dataclasses import dataclass, replace
 from app.core.architectures import architecture_notes
 from app.core.dp_layout import layout_notes
 from app.core.errors import InputError
-from app.core.gpus import find_preset
+from app.core.gpus import compute_capability, find_preset
 from app.core.lora import LoraSpec, check_lora
 from app.core.max_len import long_length_note
 from app.core.mla_rules import mla_sizing
 from app.core.nontorch import Interconnect
 from app.core.plan import Engine, Layout, ModelInput, PlanInput, Policy, check_rank_count, with_columns
 from app.core.prefix_pool import V1_SINCE
-from app.core.profile_run import FLASHINFER_SAMPLER_BYTES
+from app.core.profile_run import FLASHINFER_SAMPLER_BYTES, FLASHINFER_SAMPLER_DEFAULT_SINCE, flashinfer_sampler_in_use
 from app.core.shape import ModelShape, check_given_max_model_len, default_max_model_len
 from app.core.versions import (
     CURRENT_VLLM,
@@ -206,6 +206,12 @@ def _env_notes(doc: PlanDocument, version: str, estimated: bool) -> tuple[str, .
     notes: list[str] = []
     rules = rules_for(version)
     sampler = doc.engine.flashinfer_sampler
+    if sampler is None and estimated and rules.version >= FLASHINFER_SAMPLER_DEFAULT_SINCE:
+        on, why = flashinfer_sampler_in_use(None, rules.version, compute_capability(doc.gpu.name if doc.gpu else None))
+        path = (f"FlashInfer's top-k/top-p path, {FLASHINFER_SAMPLER_BYTES} B per logit and no sort" if on
+                else "PyTorch's native top-k/top-p path")
+        notes.append(f"{why}: the profile run's sampler peak and the warm-up are sized on {path} "
+                     "(app.core.profile_run.flashinfer_sampler_in_use)")
     if sampler is not None and estimated:
         if rules.version < V1_SINCE:
             notes.append(f"VLLM_USE_FLASHINFER_SAMPLER={int(sampler)}: no effect on vLLM {rules.label}'s V0 sampler")
