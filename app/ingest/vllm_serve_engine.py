@@ -22,14 +22,21 @@ of `--speculative-config` the plan does not size are listed in a note.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from app.core.errors import InputError
 from app.core.speculative import METHODS
 from app.ingest.vllm_serve_values import model_match
 
-if TYPE_CHECKING:
-    from app.ingest.vllm_serve import ServeReading
+
+class ServeReading(Protocol):
+    """The parts of `app.ingest.vllm_serve.ServeReading` these readers fill (a protocol, so this module
+    does not import the reader that calls it)."""
+
+    engine: dict[str, Any]
+    other_flags: list[dict[str, Any]]
+    notes: list[str]
+    written: dict[str, str]
 
 LORA_FLAGS = ("--enable-lora", "--max-loras", "--max-lora-rank", "--max-cpu-loras")
 #: `--spec-*` flag → the `--speculative-config` key it fills (EngineArgs.create_speculative_config).
