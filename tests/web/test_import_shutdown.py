@@ -69,12 +69,12 @@ def post_log(url: str, text: str, replies: list[object]) -> None:
 def test_sigterm_during_a_big_import_exits_without_finishing_it(tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "app.cli", "serve", "--port"]
     env = {"KVLEDGER_DATABASE_URL": f"sqlite:///{tmp_path / 'kv.sqlite3'}", "KVLEDGER_IMPORT_TIME_LIMIT_S": "600",
-           "KVLEDGER_MAX_LOG_BYTES": str(64 * 1024 * 1024)}
+           "KVLEDGER_MAX_LOG_BYTES": str(128 * 1024 * 1024)}
     proc, url = server.start_server(env, tmp_path / "server.log", argv=argv, timeout_s=GUARD_S)
     try:
         # real start-up logs only, ~5-10 s of CPU in the import child: well past the 5 s uvicorn gives a
         # request after SIGTERM (app.web.app), in which an import that finishes rightly answers 200
-        text = distinct_logs(30_000_000)
+        text = distinct_logs(60_000_000)
         replies: list[object] = []
         poster = threading.Thread(target=post_log, args=(url, text.replace("%", "%25").replace("&", "%26")
                                                           .replace("+", "%2B").replace("=", "%3D"), replies))
