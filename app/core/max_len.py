@@ -64,6 +64,12 @@ class MaxLen:
     key: str | None  # the config key the limit came from (vLLM's max_len_key); None: none stated
     model_max_length: int | None  # the config's model_max_length, which lets a given length pass
 
+    def accepts(self, max_model_len: int) -> bool:
+        """Rule 5: whether vLLM starts a given max_model_len without VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."""
+        if self.limit is None or max_model_len <= self.limit:
+            return True
+        return self.model_max_length is not None and max_model_len <= self.model_max_length
+
 
 def _rope_entries(cfg: HFConfig) -> list[dict[str, object]] | None:
     """The text config's RoPE parameters as vLLM patches them, one dict per layer type."""
@@ -135,27 +141,26 @@ def derive_max_len(cfg: HFConfig) -> MaxLen:
 
 def check_max_model_len(field: str, max_model_len: int, max_len: MaxLen) -> None:
     """Rule 5: refuse a given max_model_len above what vLLM accepts for this model."""
-    if max_len.limit is None or max_model_len <= max_len.limit:
-        return
-    if max_len.model_max_length is not None and max_model_len <= max_len.model_max_length:
-        return
-    raise InputError(field, (
+    if not max_len.accepts(max_model_len):
+        raise InputError(field, refusal(max_model_len, max_len))
+
+
+def refusal(max_model_len: int, max_len: MaxLen) -> str:
+    """What vLLM's refusal of a max_model_len it does not accept says, in our words."""
+    return (
         f"{max_model_len:,} is more than the model's derived maximum length {max_len.limit:,} "
         f"({max_len.key} in its config.json, as vllm/config/model.py _get_and_verify_max_len derives it); "
         "vLLM refuses it unless started with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 "
         "(positions past the trained length give nan or out-of-bounds errors)"
-    ))  # fmt: skip
+    )
 
 
 def long_length_note(max_model_len: int, max_len: MaxLen) -> str | None:
     """Rule 5 with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: vLLM starts a max_model_len above what it accepts with
     a warning instead of the refusal (``logger.warning_once("%s %s", msg, warning)``), said in our words;
     None when the length is not above it (no warning is printed)."""
-    try:
-        check_max_model_len("max_model_len", max_model_len, max_len)
-    except InputError:
-        limit = max_len.limit
-        assert limit is not None  # only a stated limit refuses
+    limit = max_len.limit
+    if limit is not None and not max_len.accepts(max_model_len):
         return (f"max_model_len {max_model_len:,} is more than the model's derived maximum length {limit:,} "
                 f"({max_len.key} in its config.json): planned as vLLM starts it with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, "
                 "which warns instead of refusing. vLLM's warning: use it with extreme caution; a model with rotary "

@@ -13,7 +13,7 @@ from app.core.dp_layout import layout_notes
 from app.core.errors import InputError
 from app.core.gpus import compute_capability, find_preset
 from app.core.lora import LoraSpec, check_lora
-from app.core.max_len import long_length_note
+from app.core.max_len import long_length_note, refusal
 from app.core.mla_rules import mla_sizing
 from app.core.nontorch import Interconnect
 from app.core.plan import Engine, Layout, ModelInput, PlanInput, Policy, check_rank_count, with_columns
@@ -108,12 +108,11 @@ def _base_plan(doc: PlanDocument) -> PlanInput:
 def _measured_length_note(shape: ModelShape, max_model_len: int) -> str | None:
     """A plan on measured ranks (a log, a run's rows) keeps a max_model_len above the model's derived
     length — the run started with it — and says how vLLM lets it: a plan without them is refused."""
-    try:
-        check_given_max_model_len("engine.max_model_len", shape, max_model_len)
-    except InputError as exc:
-        return (f"max_model_len {exc.message}; the run's measured rows are kept as the run started with it "
-                "(that variable set, or a config override such as --hf-overrides rope_scaling)")
-    return None
+    max_len = shape.max_len
+    if max_len is None or max_len.accepts(max_model_len):
+        return None
+    return (f"max_model_len {refusal(max_model_len, max_len)}; the run's measured rows are kept as the run started "
+            "with it (that variable set, or a config override such as --hf-overrides rope_scaling)")
 
 
 #: How a plan sets the variable, said after the refusal (`_checked_length`).
