@@ -135,6 +135,45 @@ UNSEEN: tuple[tuple[int, Case, tuple[str, ...]], ...] = (
     # L40S preset (44.42 GiB). Which FP8 checkpoint is not stated, so only the logged weights score it
     (28, Case(P + "70-v0110-r1-distill-qwen-32b-fp8-l40s-tp1.log", 0, "qwen2.5-32b", "L40S 48GB", "0.11.0", 1, 0.9,
               24576, max_num_batched_tokens=2048, max_num_seqs=256), ("measured",)),
+    # stop 29: NnamdiOdozi/mlops-assignment's committed logs/vllm.log: vLLM 0.22.1 (printed), `vllm serve`
+    # Qwen3-30B-A3B-Instruct-2507 (Qwen3-30B-A3B's shape) with --quantization fp8 (online FP8, printed), 8192 tokens,
+    # 8192 batched tokens and 64 sequences (printed non-default args), utilization 0.92 (vLLM's default from v0.21: the
+    # advice line prints 0.9200), FlashInfer's sampler (printed). The card is named by the fused-MoE warning
+    # (device_name=NVIDIA_H100_80GB_HBM3); no torch total printed: the H100 preset (79.19 GiB)
+    (29, Case(P + "71-v0221-qwen3-30b-a3b-2507-online-fp8-h100-tp1-cg-estimate.log", 0, "qwen3-30b-a3b-fp8-online",
+              "H100 80GB", "0.22.1", 1, 0.92, 8192, max_num_batched_tokens=8192, max_num_seqs=64,
+              flashinfer_sampler=True), ("measured", "estimated")),
+    # stop 29: kolyangg/mlops-assignment's committed logs/vllm.log: vLLM 0.10.2 (printed), `vllm serve`
+    # Qwen3-30B-A3B-Instruct-2507 bf16 at 6144 tokens (printed non-default args: utilization 0.9 by default), 8192
+    # batched tokens (printed), the native sampler ("FlashInfer is not available"); the v0.10.2 INFO suggestion
+    # prints the torch total (79.18 GiB), the free memory at start (78.57) and 5.58 GiB of peak activation. The card
+    # is named by the fused-MoE warning (device_name=NVIDIA_H100_80GB_HBM3); 1024 sequences (vLLM's default on a
+    # >= 70 GiB card, not printed)
+    (29, Case(P + "72-v0102-qwen3-30b-a3b-2507-h100-tp1-native-sampler.log", 0, "qwen3-30b-a3b", "H100 80GB",
+              "0.10.2", 1, 0.9, 6144, total_gib=79.18, free_gib=78.57, max_num_batched_tokens=8192),
+     ("measured", "estimated")),
+    # stop 29: leadawon/LAMBO's committed dawon/logs/backend_server_exper99.log: vLLM 0.18.1 (printed), `vllm serve`
+    # Qwen2.5-32B-Instruct bf16 at TP4, eager, custom all-reduce disabled, utilization 0.88, 32768 tokens, 1 sequence
+    # (printed non-default args), 2048 batched tokens (printed). The card: the repository's README ("4x NVIDIA RTX
+    # 3090 (24GB each)") and the log's "Device capability 8.6"; four RTX 3090s cannot all be bridged by NVLink (2-way
+    # bridges only): PCIe. No torch total printed: the RTX 3090 preset (23.58 GiB)
+    (29, Case(P + "73-v0181-qwen25-32b-4x3090-tp4-eager-seqs1.log", 0, "qwen2.5-32b", "RTX 3090 24GB", "0.18.1", 4,
+              0.88, 32768, max_num_batched_tokens=2048, max_num_seqs=1, enforce_eager=True, interconnect="pcie"),
+     ("measured", "estimated")),
+    # stop 29: Zzsf11/VideoCuttingAgent's committed server logs (three runs of vLLM 0.12.0, printed): `vllm serve` at
+    # TP2 of Qwen3-VL-30B-A3B-Instruct (74, 76: 65536 tokens; 64 and 256 sequences) and Qwen3-30B-A3B (75: 40960
+    # tokens, 64 sequences), bf16 (printed non-default args; utilization 0.9 by default), 8192 batched tokens (printed),
+    # the native sampler (opt-in FlashInfer at v0.12: no line). The card is named by the fused-MoE warning
+    # (device_name=NVIDIA_H100_80GB_HBM3); the custom all-reduce registers its graph buffers (P2P between the two SXM
+    # cards: NVLink, inferred). No torch total printed: the H100 preset (79.19 GiB)
+    (29, Case(P + "74-v0120-qwen3-vl-30b-a3b-2xh100-tp2-seqs64-vision.log", 0, "qwen3-vl-30b-a3b-instruct",
+              "H100 80GB", "0.12.0", 2, 0.9, 65536, max_num_batched_tokens=8192, max_num_seqs=64,
+              interconnect="nvlink"), ("measured", "estimated")),
+    (29, Case(P + "75-v0120-qwen3-30b-a3b-2xh100-tp2-seqs64.log", 0, "qwen3-30b-a3b", "H100 80GB", "0.12.0", 2, 0.9,
+              40960, max_num_batched_tokens=8192, max_num_seqs=64, interconnect="nvlink"), ("measured", "estimated")),
+    (29, Case(P + "76-v0120-qwen3-vl-30b-a3b-2xh100-tp2-seqs256-vision.log", 0, "qwen3-vl-30b-a3b-instruct",
+              "H100 80GB", "0.12.0", 2, 0.9, 65536, max_num_batched_tokens=8192, max_num_seqs=256,
+              interconnect="nvlink"), ("measured", "estimated")),
 )  # fmt: skip
 
 

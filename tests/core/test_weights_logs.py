@@ -139,6 +139,18 @@ CATALOGUE_CASES = [
      (0, 12, 0)),
     # stop 28, second pass: Qwen3-14B at TP4 on v0.9.2 (jyngjeon/multiagentsdebate): 6.9456 GiB logged per rank
     ("public/69-v092-qwen3-14b-24gb-class-4x-pcie-tp4.log", "qwen3-14b", 4, "marlin", (0, 9, 2)),
+    # stop 29, unseen before: Qwen3-30B-A3B(-Instruct-2507) on H100s at v0.22.1 (online FP8,
+    # NnamdiOdozi/mlops-assignment), v0.10.2 (kolyangg/mlops-assignment) and v0.12.0 at TP2 (Zzsf11/VideoCuttingAgent,
+    # with the Qwen3-VL vision tower in 74 and 76); Qwen2.5-32B-Instruct at TP4 on v0.18.1 (leadawon/LAMBO, 4x RTX 3090)
+    ("public/71-v0221-qwen3-30b-a3b-2507-online-fp8-h100-tp1-cg-estimate.log", "qwen3-30b-a3b-fp8-online", 1, "triton",
+     (0, 22, 1)),
+    ("public/72-v0102-qwen3-30b-a3b-2507-h100-tp1-native-sampler.log", "qwen3-30b-a3b", 1, "triton", (0, 10, 2)),
+    ("public/73-v0181-qwen25-32b-4x3090-tp4-eager-seqs1.log", "qwen2.5-32b", 4, "marlin", (0, 18, 1)),
+    ("public/74-v0120-qwen3-vl-30b-a3b-2xh100-tp2-seqs64-vision.log", "qwen3-vl-30b-a3b-instruct", 2, "triton",
+     (0, 12, 0)),
+    ("public/75-v0120-qwen3-30b-a3b-2xh100-tp2-seqs64.log", "qwen3-30b-a3b", 2, "triton", (0, 12, 0)),
+    ("public/76-v0120-qwen3-vl-30b-a3b-2xh100-tp2-seqs256-vision.log", "qwen3-vl-30b-a3b-instruct", 2, "triton",
+     (0, 12, 0)),
 ]  # fmt: skip
 # Compared by the tests below this table instead of CASES
 OTHER_TESTS = {
