@@ -340,11 +340,30 @@ _CG_OFF = re.compile(
 )
 
 
+def _free_memory_rose(printed: str, pos: int) -> Fact:
+    """'Graph capturing finished in N secs, took -0.22 GiB': not a pool size.
+
+    The figure is `start_free_gpu_memory - end_free_gpu_memory`, two device-wide `mem_get_info()` reads
+    around the capture (`GPUModelRunner.capture_model`, vllm/v1/worker/gpu_model_runner.py @9ae3c55b1,
+    v0.12; the same at @4dd49b06f, v0.19), so it goes negative when more memory is freed on the device
+    during the capture than the graphs take (public/74, 75). A pool cannot be negative: the rank's graph
+    row is left unmeasured and the printed delta is kept in a finding.
+    """
+    delta = size("note", "graph_capture_free_memory_rose", printed, "GiB", pos)
+    msg = (
+        f"'Graph capturing finished … took {printed} GiB': free device memory rose during the capture, so the "
+        "line does not measure the CUDA-graph pool (the row is left unmeasured)"
+    )
+    return Fact("note", delta.field, msg, delta.printed, 0, pos, numbers=(("free_memory_delta_bytes", delta.value),))
+
+
 def cuda_graphs(seg: str) -> list[Fact]:
     out: list[Fact] = []
     for m in _CAPTURE.finditer(seg):
         out.append(seconds("rank", "graph_capture_seconds", m[1], m.start()))
-        if m[2]:
+        if m[2] and float(m[2]) < 0:
+            out.append(_free_memory_rose(m[2], m.start()))
+        elif m[2]:
             out.append(size("rank", "cuda_graph_bytes", m[2], "GiB", m.start()))
         else:
             out.append(clue("'Graph capturing finished' without size (≤0.6.3)", "", "0.6.4", m.start()))

@@ -119,3 +119,25 @@ def test_graph_profiling_minimal_cache_override_is_not_the_engines() -> None:
     assert run["engine"]["num_gpu_blocks"] is None
     assert run["engine"]["kv_tokens"] == 104608
     assert not [f for f in run["findings"] if f["code"] == "num_gpu_blocks_override"]
+
+
+def test_negative_graph_capture_figure_is_not_a_pool_size() -> None:
+    # public/74 and 75 (Zzsf11/VideoCuttingAgent, v0.12.0, TP2): 'took -0.22 GiB' / '-0.26 GiB' is the free-memory
+    # delta around the capture (GPUModelRunner.capture_model @9ae3c55b1), not a pool: no negative graph row, a finding
+    for prefix, printed in (("74", "-0.22"), ("75", "-0.26")):
+        (run,) = runs(_doc(prefix))
+        (tp0,) = run["ranks"]
+        assert tp0["rank"] == "TP0" and tp0.get("cuda_graph_bytes") is None
+        assert tp0["graph_capture_seconds"] in (3.0, 5.0)
+        (f,) = [f for f in run["findings"] if f["code"] == "graph_capture_free_memory_rose"]
+        assert f["severity"] == "info" and f["rank"] == "TP0"
+        assert f["free_memory_delta_bytes"] == round(float(printed) * GIB)
+        assert f"took {printed} GiB" in f["message"]
+
+
+def test_positive_graph_capture_figure_stays_the_pool() -> None:
+    # public/76, the same server's later start-up: 'took 0.15 GiB' is read as the rank's pool
+    (run,) = runs(_doc("76"))
+    (tp0,) = run["ranks"]
+    assert tp0["cuda_graph_bytes"] == round(0.15 * GIB)
+    assert not [f for f in run["findings"] if f["code"] == "graph_capture_free_memory_rose"]
