@@ -136,7 +136,7 @@ def context(case: Case, cal: Calibration) -> tuple[EstimateContext, int]:
         expert_parallel=case.expert_parallel, v1=v1, interconnect=case.interconnect,  # type: ignore[arg-type]
         vision=vision, calibration=cal, max_model_len=case.max_model_len,  # type: ignore[arg-type]
         mxfp4_backend=mxfp4_backend_for(compute_capability(case.gpu)), capability=compute_capability(case.gpu),
-        flashinfer_sampler=case.flashinfer_sampler,
+        flashinfer_sampler=case.flashinfer_sampler, quantization=case.quantization,
     )  # fmt: skip
     return ctx, total
 

@@ -90,7 +90,7 @@ UNSEEN: tuple[tuple[int, Case, tuple[str, ...]], ...] = (
     # compute capability 8.0 (printed) is an A100/A800 or an A30; the logged 18.58 + 15.96 GiB at 0.9 need 38.4 GiB or
     # more (not an A30) and leave 36 GiB unexplained on an 80 GB card: an A100 40GB, the SXM preset (inferred)
     (28, Case(P + "65-v0190-llama31-70b-awq-2xa100-40gb-tp2-forced-awq.log", 0, "llama-3.1-70b-awq-int4", "A100 40GB",
-              "0.19.0", 2, 0.9, 8192, max_num_batched_tokens=2048), ("measured", "estimated")),
+              "0.19.0", 2, 0.9, 8192, max_num_batched_tokens=2048, quantization="awq"), ("measured", "estimated")),
     # stop 28: LzyFischer/MemSuit's committed vllm_server.log: vLLM 0.17.1 (printed), `vllm serve` Llama-3.1-8B-Instruct
     # with only max_model_len 32768 among its non-default args (util 0.9, vLLM's default), 2048 batched tokens
     # (printed). The card: "Using FlashAttention version 2" at v0.17 is not a Hopper/Blackwell card (fa_utils

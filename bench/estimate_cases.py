@@ -113,6 +113,7 @@ class Case:
     stated: tuple[tuple[str, float], ...] = ()  # GiB rows from index.json where the parser reads none
     unstated: tuple[str, ...] = ()  # inputs neither the log nor its source states (see the docstring)
     flashinfer_sampler: bool = False  # the log says "Using FlashInfer for top-p & top-k sampling."
+    quantization: str | None = None  # --quantization as the log's non-default args print it
 
     @property
     def key(self) -> str:

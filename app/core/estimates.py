@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from app.core import weights
 from app.core.calibration import DEFAULT, Calibration
 from app.core.cudagraphs import AttentionFacts, CudagraphMode, GraphTerms, graph_terms, max_capture_size
+from app.core.dequant_linear import plain_kernel
 from app.core.kvspec import pp_layer_split
 from app.core.ledger import Cell, RankInput
 from app.core.nontorch import Interconnect, counts_whole_device, non_torch_terms
@@ -61,6 +62,7 @@ class EstimateContext:
     mxfp4_backend: str = "triton"  # see mxfp4_backend_for
     capability: tuple[int, int] | None = None  # the card's compute capability (FA3 on 9.x: app.core.cudagraphs)
     flashinfer_sampler: bool = False  # V1's sampler on FlashInfer's path (app.core.profile_run.sampler_bytes_per_logit)
+    quantization: str | None = None  # vLLM's --quantization as given ("awq"/"gptq" force the plain kernels)
 
     @property
     def uses_v1(self) -> bool:
@@ -111,18 +113,18 @@ def activation_slope(shape: ModelShape, tp: int) -> tuple[int, int]:
     return forward_per_token(shape, tp)
 
 
-def _profile_inputs(ctx: EstimateContext, last_stage: bool) -> ProfileInputs:
+def _profile_inputs(shape: ModelShape, ctx: EstimateContext, last_stage: bool) -> ProfileInputs:
     return ProfileInputs(
         tp=ctx.tp, max_num_batched_tokens=ctx.max_num_batched_tokens, max_num_seqs=ctx.max_num_seqs,
         version=ctx.rules.version, last_stage=last_stage, expert_parallel=ctx.expert_parallel,
         vision=ctx.vision if ctx.uses_v1 else None, v1=ctx.uses_v1, max_model_len=ctx.max_model_len,
-        flashinfer_sampler=ctx.flashinfer_sampler,
+        flashinfer_sampler=ctx.flashinfer_sampler, linear_kernel=plain_kernel(shape.quantization, ctx.quantization),
     )  # fmt: skip
 
 
 def activation_for_stage(shape: ModelShape, ctx: EstimateContext, last_stage: bool) -> ActivationTerms:
     """The profile-run peak on one rank of a pipeline stage (the sampler runs on the last only)."""
-    return activation_terms(shape, _profile_inputs(ctx, last_stage))
+    return activation_terms(shape, _profile_inputs(shape, ctx, last_stage))
 
 
 def activation_bytes(shape: ModelShape, ctx: EstimateContext) -> int:
@@ -182,6 +184,10 @@ def _act_note(terms: ActivationTerms, ctx: EstimateContext) -> str:
     ]
     if terms.encoder:
         parts.append(f"vision encoder {terms.encoder / GIB:.2f} GiB")
+    if terms.dequant:
+        kernel = ctx.quantization
+        parts.append(f"+ {terms.dequant / GIB:.2f} GiB beside the forward, the largest linear's fp16 weight dequantized"
+                     f" by the plain {kernel} kernel (--quantization {kernel}; app.core.dequant_linear)")
     return "; ".join(parts + list(terms.notes)) + "; peak = the largest step"
 
 

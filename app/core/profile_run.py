@@ -15,7 +15,10 @@ vllm/v1/worker/gpu_model_runner.py @28be48fa) is, in order:
 Tensors of one step are freed before the next, so the peak is the largest step plus what
 survives it (encoder outputs, the forward's output hidden states):
 
-    activation = max(encoder_peak, cache + forward_peak, cache + hidden_out + sampler_peak)
+    activation = max(encoder_peak, cache + forward_peak + dequant, cache + hidden_out + sampler_peak)
+
+where `dequant` is the fp16 weight the plain AWQ/GPTQ linear kernels dequantize inside the forward
+(app.core.dequant_linear; 0 on every other path).
 
 Each step is counted from the tensors the model code allocates (per token, per TP rank); the
 counts are in the functions below with the code they come from. V0 (vllm/worker/worker.py
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.core.dequant_linear import dequant_peak_bytes
 from app.core.shape import ModelShape
 from app.core.versions import Version
 from app.core.vision import VisionGeometry, encoder_profile_bytes
@@ -46,6 +50,7 @@ class ActivationTerms:
     hidden_out: int
     peak: int
     notes: tuple[str, ...]
+    dequant: int = 0  # the plain AWQ/GPTQ kernels' dequantized weight, held beside the forward's peak
 
 
 def _heads(n: int, tp: int) -> int:
@@ -241,6 +246,7 @@ class ProfileInputs:
     v1: bool = True
     max_model_len: int | None = None  # the Qwen3-VL dummy video's frames depend on it
     flashinfer_sampler: bool = False  # the V1 sampler takes FlashInfer's path (sampler_bytes_per_logit)
+    linear_kernel: str | None = None  # "awq" | "gptq": the plain, dequantizing linear method (app.core.dequant_linear)
 
 
 def activation_terms(shape: ModelShape, inp: ProfileInputs) -> ActivationTerms:
@@ -257,8 +263,9 @@ def activation_terms(shape: ModelShape, inp: ProfileInputs) -> ActivationTerms:
     if inp.vision is not None:
         encoder, cache, note = encoder_profile_bytes(inp.vision, tokens, inp.tp, b, inp.version, inp.max_model_len)
         notes.append(note)
-    peak = max(encoder, cache + forward, cache + hidden_out + sampler)
-    return ActivationTerms(forward, sampler, encoder, cache, hidden_out, peak, tuple(notes))
+    dequant = dequant_peak_bytes(shape, inp.linear_kernel, inp.tp, tokens, inp.version)
+    peak = max(encoder, cache + forward + dequant, cache + hidden_out + sampler)
+    return ActivationTerms(forward, sampler, encoder, cache, hidden_out, peak, tuple(notes), dequant)
 
 
 # The V1 sampler warm-up, after the KV cache is allocated: `Worker.compile_or_warm_up_model`

@@ -157,7 +157,8 @@ def _marlin_linear(t: Tensor, g: Geometry) -> MarlinLinear | None:
 QKV = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")
 
 
-def _layer_linears(tensors: Sequence[Tensor], g: Geometry) -> tuple[MarlinLinear, ...]:
+def layer_linears(tensors: Sequence[Tensor], g: Geometry) -> tuple[MarlinLinear, ...]:
+    """The GPTQ/AWQ linear layers of one decoder layer on a rank, q/k/v merged as vLLM builds them."""
     out: list[MarlinLinear] = []
     merging = False
     for t in tensors:
@@ -178,5 +179,5 @@ def first_stage_repack_cached(m: WeightsModel, tp: int, pp: int, version: Versio
     """`repack_cached_bytes` over the first pipeline stage's layers at this TP (0 when nothing is GPTQ/AWQ)."""
     g = Geometry(tp=tp, pp=pp, version=version)
     n = pp_layer_split(m.num_layers, pp, version)[0]
-    layers = [_layer_linears(m.tensors.layers[idx], g) for idx in m.tensors.layer_index[:n]]
+    layers = [layer_linears(m.tensors.layers[idx], g) for idx in m.tensors.layer_index[:n]]
     return repack_cached_bytes(layers) if any(layers) else 0
