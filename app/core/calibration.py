@@ -92,7 +92,7 @@ DEFAULT = Calibration(
     graph_sample_bytes=190650,
     graph_workspace=82706432,
     graph_sample_bytes_moe=251658,
-    graph_bytes_moe=437390,
+    graph_bytes_moe=404192,
 )
 
 

@@ -40,15 +40,14 @@ unit on the 13 dense v0.19 H100 logs and 0.17 on the one V0 log (file 41, Phi-4,
 whole-model graph was 17× the per-graph figure when a FULL graph counted as one graph), the magnitude
 of vLLM's own per-size sample per layer (0.18). Mixture-of-experts layers launch more kernels a layer
 (router, top-k, the expert GEMMs and their routing/align kernels, the combine) and capture more
-memory per unit: 0.37–0.55 MiB (gpt-oss, Qwen1.5-MoE, Qwen3-VL-30B-A3B, Llama-4-Scout, Qwen3-235B;
-Qwen3-Next's hybrid 0.73), `Calibration.graph_bytes_moe`, fitted on those logs alone. Not derived:
-how much driver memory a kernel node takes (the sampled figures move in 2 MiB steps), and the
-capture's growth beyond the two sizes vLLM samples (gpt-oss's captures end with 626 / 318 MiB in
-the private pool at TP1 / TP2, logs 38 / 53, against ~0.1 GiB of tensors at the largest size; no
-line of vLLM's code found keeps them, and the MoE intermediates are per call: `triton_kernel_moe_forward`
-for gpt-oss's TRITON MXFP4 backend, the WorkspaceManager buffer grown in the profile run for the
-modular kernels). The range over the logs is `GRAPH_BYTES_RANGE_MIB`; the one A100 log and the v0.7.3 V1
-log sit at 0.77 and 0.91 MiB a unit.
+memory per unit: 0.31–0.55 MiB (gpt-oss 0.31–0.32, Qwen1.5-MoE, Qwen3-VL-30B-A3B, Llama-4-Scout,
+Qwen3-235B; Qwen3-Next's hybrid 0.73), `Calibration.graph_bytes_moe`, fitted on those logs alone. Not
+derived: how much driver memory a kernel node takes (the sampled figures move in 2 MiB steps). gpt-oss's
+captures end with 626 / 318 MiB cached in the graph pool at TP1 / TP2 (logs 38 / 53: the OOM line's
+"allocated in private pools" is the pool's free list, PyTorch's CUDACachingAllocator), which the largest
+size's forward tensors (35 / 32 MiB) do not explain; FA3's split accumulators at the largest FULL size do
+(520 / 260 MiB; `uses_fa3`): counted in the captured pool since stop 29. The range over the logs is
+`GRAPH_BYTES_RANGE_MIB`; the one A100 log and the v0.7.3 V1 log sit at 0.77 and 0.91 MiB a unit.
 - Before v0.21 the row is what `capture_model` measured ("Graph capturing finished …, took X",
   `free_before − free_after`): `pool + units × graph_bytes`, allocated after KV sizing, out of the
   `1 − gpu_memory_utilization` headroom.
@@ -77,8 +76,10 @@ DEBUG lines log a FULL first capture of 256 + 4 MiB for 32 heads × 128 at 512 t
 heads, 224 + 4 for 28 heads; 4–8 MiB where FA3 is not the backend). FA3 is not the backend for
 fp32 (`supported_dtypes`), head sizes that are not a multiple of 8 or above 256 (`supports_head_size`),
 MLA, and mm-prefix models (`supports_mm_prefix` is False; `ModelConfig.is_mm_prefix_lm`,
-vllm/config/model.py: model_type gemma3, paligemma, …); gpt-oss's logs (35, 38) show no accumulator
-either (its backend is not derived here: the exception is taken from those two logs).
+vllm/config/model.py: model_type gemma3, paligemma, …). gpt-oss runs FA3 on Hopper (its attention sinks
+need it) with the split count fixed all the same, so its captured pool holds the accumulators (the OOM
+lines of logs 38 / 53 bear it out); only vLLM's own estimate of it logs none (DEBUG lines of 35, 38: a
+FULL first capture of 6–8 MiB), an exception taken from those logs and kept for the estimate alone.
 Zero with enforce_eager or cudagraph_mode NONE.
 """
 
@@ -160,20 +161,33 @@ class AttentionFacts:
     mla: bool = False
 
 
-def uses_fa3(facts: AttentionFacts, version: Version, v1: bool) -> bool:
-    """Whether FULL graphs run FlashAttention 3 with fixed splits (PR #20301, v0.10.0, on 9.x cards)."""
+def uses_fa3(facts: AttentionFacts, version: Version, v1: bool, profiled: bool = True) -> bool:
+    """Whether FULL graphs run FlashAttention 3 with fixed splits (PR #20301, v0.10.0, on 9.x cards).
+
+    `profiled`: in vLLM's own estimate (`profile_cudagraph_memory`). gpt-oss is the one exception there:
+    its v0.19 DEBUG lines log a FULL first capture of 6–8 MiB at 1,024 tokens, no accumulator, and why is
+    not derived. In the capture itself (`capture_model`) the code's rule holds for gpt-oss too: it runs
+    FlashAttention on Hopper (its sinks need `flash_attn_supports_sinks`, FA3; FLASH_ATTN heads CUDA's
+    backend priorities), and `FlashAttentionMetadataBuilder` (vllm/v1/attention/backends/flash_attn.py
+    @4dd49b06f) fixes `max_num_splits = 32` in `__init__` whenever FA3 and FULL graphs are on — gpt-oss's
+    mix of sliding and full layers turns off only the AOT scheduler at the first `build`, not the split
+    count, which `build` passes for every batch up to the largest capture size. The captured pools agree:
+    the OOM lines of logs 38 / 53 report 626 / 318 MiB cached in the graph pool at TP1 / TP2, against the
+    largest size's tensors (35 / 32 MiB) plus these accumulators (520 / 260 MiB)."""
     return (
         v1 and version >= (0, 10, 0) and facts.capability is not None and facts.capability[0] == 9
         and facts.dtype in ("float16", "bfloat16") and facts.head_dim % 8 == 0 and facts.head_dim <= 256
         and not facts.mla and facts.model_type not in MM_PREFIX_LM_MODEL_TYPES
-        and facts.architecture != "GptOssForCausalLM"
+        and not (profiled and facts.architecture == "GptOssForCausalLM")
     )  # fmt: skip
 
 
-def fa3_split_accum_bytes(facts: AttentionFacts | None, version: Version, v1: bool, full_tokens: int) -> int:
+def fa3_split_accum_bytes(
+    facts: AttentionFacts | None, version: Version, v1: bool, full_tokens: int, profiled: bool = True
+) -> int:
     """FA3's fp32 out_accum [splits, heads, tokens, head_dim] and softmax_lse_accum [splits, heads, tokens]
-    at the largest FULL capture size; 0 where FA3 is not the FULL graphs' backend."""
-    if facts is None or full_tokens == 0 or not uses_fa3(facts, version, v1):
+    at the largest FULL capture size; 0 where FA3 is not the FULL graphs' backend (`uses_fa3`)."""
+    if facts is None or full_tokens == 0 or not uses_fa3(facts, version, v1, profiled):
         return 0
     return FA3_SPLITS_FOR_CUDA_GRAPH * facts.heads_per_rank * full_tokens * (facts.head_dim + 1) * 4
 
@@ -265,13 +279,14 @@ def graph_terms(
     c = cal.graph_bytes_moe if moe and cal.graph_bytes_moe else cal.graph_bytes
     pool = {"PIECEWISE": max(sizes, default=0) * forward_bytes_per_token if piecewise else 0,
             "FULL": max(full_sizes, default=0) * forward_bytes_per_token}  # fmt: skip
-    accum = fa3_split_accum_bytes(attention, version, v1, max(full_sizes, default=0))
+    estimated = version >= (0, 21, 0) if in_budget is None else in_budget
+    accum = fa3_split_accum_bytes(attention, version, v1, max(full_sizes, default=0), profiled=estimated)
     # FULL captures after PIECEWISE into the same pool: they add the FA3 accumulators and what of
     # their tensors the piecewise captures did not leave (module docstring).
     pool["FULL"] = max(0, pool["FULL"] - pool["PIECEWISE"]) + accum if full else 0
     largest = pool["PIECEWISE"] + pool["FULL"]
     counts = {"PIECEWISE": piecewise, "FULL": full}
-    if version >= (0, 21, 0) if in_budget is None else in_budget:
+    if estimated:
         total = vllm_estimate(pool, counts, layers_on_rank, cal, moe)
         per = estimate_per_graph(layers_on_rank, cal, moe) / MIB
         sample = cal.graph_sample_bytes_moe if moe else cal.graph_sample_bytes

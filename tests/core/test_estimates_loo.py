@@ -56,14 +56,15 @@ def test_the_missed_failures_verdicts_from_their_logs() -> None:
     public/43 (max_model_len does not fit), as the estimate reads them from their real log text."""
     rows = {str(r["case"]): r for r in evaluate("measured")}
     r38 = rows["38-v0190-gpt-oss-20b-h100-tp1-sampler-oom-after-kv.log#0"]
-    # flagged, not predicted: with the MoE graph row (1.61 GiB LOO against 1.84 captured) the margin is inside
-    # the allocator's measured retention, "at risk", which passes the gate as it does for 8 runs that started
+    # flagged, not predicted: with FA3's split accumulators in the captured pool (stop 29) the graph row is 2.12
+    # GiB LOO against 1.84 captured (1.61 before), which takes 0.51 GiB off the margin, but the margin (1.36 GiB)
+    # is still inside the allocator's measured retention: "at risk", which passes the gate as for 8 started runs
     assert (r38["fails"], r38["predicted_start"], r38["warmup"]) == ("sampler_warmup", True, "at_risk")
     graphs, logged = int(r38["rows"]["cuda_graphs"]), int(r38["measured_rows"]["cuda_graphs"])  # type: ignore[index]
-    assert 0.8 * logged < graphs < logged
+    assert logged < graphs < 1.2 * logged
     r53 = rows["53-v0190-gpt-oss-20b-h100-tp2-sampler-oom-after-kv.log#0"]
     # predicted, but by the estimate's own errors: with the logged rows the margin is 0.57 GiB (at risk); the
-    # graph row is 0.29 GiB over the capture (LOO +18.5 %) and the activation 0.14 under, leaving less than
+    # graph row is 0.31 GiB over the capture (LOO +20.0 %) and the activation 0.14 under, leaving less than
     # the least retention measured
     assert (r53["fails"], r53["predicted_start"], r53["warmup"]) == ("sampler_warmup", False, "fails")
     assert int(r53["rows"]["cuda_graphs"]) > int(r53["measured_rows"]["cuda_graphs"])  # type: ignore[index]
