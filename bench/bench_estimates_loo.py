@@ -29,12 +29,19 @@ from estimate_cases import CASES, CONFIG_VARIANTS, LOGS, SKIPS, Case, P, real_lo
 from app.core.calibration import DEFAULT, Calibration, Observation, fit
 from app.core.checks import plan_checks
 from app.core.cudagraphs import graph_terms, max_capture_size
-from app.core.estimates import EstimateContext, attention_facts, cuda_graph_terms, estimate_ranks, mxfp4_backend_for
+from app.core.estimates import (
+    EstimateContext,
+    attention_facts,
+    cuda_graph_terms,
+    estimate_ranks,
+    fusion_workspace_bytes,
+    mxfp4_backend_for,
+)
 from app.core.gpus import compute_capability, resolve_gpu
 from app.core.kvspec import pp_layer_split
 from app.core.ledger import Cell, RankInput
 from app.core.model_config import shape_from_config
-from app.core.nontorch import counts_whole_device
+from app.core.nontorch import counts_whole_device, nvls_possible
 from app.core.plan import Engine, Layout, ModelInput, PlanInput, Policy, compute
 from app.core.profile_run import forward_per_token
 from app.core.shape import ModelShape
@@ -196,7 +203,10 @@ def observations(case: Case) -> list[Observation]:
     repacked = whole and _quantized(case.model)
     if m.non_torch is not None and not repacked:
         if world > 1 and not nccl_counted and case.interconnect != "pcie":
-            out.append(Observation("nccl_lazy_nvlink", m.non_torch, case.log, "v1"))  # after the snapshot
+            # after the snapshot: NCCL's share, the derived fusion workspace taken out (app.core.nontorch)
+            fusion = fusion_workspace_bytes(shape, ctx)
+            kind = "nccl_nvls" if nvls_possible(ctx.tp, ctx.capability, ctx.interconnect) else "nccl_lazy_nvlink"
+            out.append(Observation(kind, m.non_torch - fusion, case.log, "v1"))
         elif not nccl_counted or case.interconnect == "pcie":
             out.append(Observation(base_kind, m.non_torch, case.log))  # PCIe: pooled with the base
         else:

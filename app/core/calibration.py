@@ -29,9 +29,17 @@ driver and libraries take outside torch's allocator:
   ~1.8–2.0 GiB of non-torch memory at TP > 1 that TP1 runs do not show (files 31, 32, 35, 36, 52,
   53). What vLLM allocates after the snapshot at TP > 1 is the FlashInfer all-reduce+RMSNorm
   fusion workspace (compile time, see app.core.nontorch) and whatever NCCL connects lazily on the
-  first large collectives of the dummy forward; the second is NCCL's, not vLLM's, code, so the
-  term is fitted: the median excess of those rows over the V1 base fitted on the same
-  observations. PCIe boxes: no log, `nccl_pcie` is used (nil on every PCIe log before v0.11).
+  first large collectives of the dummy forward. The first is derived from the config (app.core.nontorch
+  `allreduce_fusion_workspace_bytes`: 0.50 GiB on the Llama-70B TP2 run, 0.35 on gpt-oss TP2, 0.03 at
+  TP4, 0 off Hopper/Blackwell); the second is NCCL's, not vLLM's, code, so this term is fitted: the
+  median, over the TP2 runs (31, 35, 53; 1.35–1.47 GiB), of each row's excess over the V1 base fitted on
+  the same observations less its derived fusion workspace. Off H100 it is an upper bound (public/65, an
+  A100 TP2 run, leaves room for at most 0.15 GiB). PCIe boxes: no log, `nccl_pcie` is used (nil on every
+  PCIe log before v0.11).
+- `nccl_nvls`: the same NCCL share where the TP group can use NVLink SHARP (more than two ranks on an
+  NVLink Hopper/Blackwell box: NVIDIA/nccl src/transport/nvls.cc `ncclNvlsInit` leaves NVLS off for
+  two or fewer GPUs): 1.89–1.93 GiB on the two H100 TP4 runs (32, 36) against 1.35–1.47 at TP2.
+  Fitted the same way on those runs alone, scored leave-one-out.
 - `graph_bytes` / `graph_bytes_moe`: driver memory of the instantiated CUDA graphs per captured size
   and decoder layer + 1 (app.core.cudagraphs counts the units from vLLM's code: `(piecewise + FULL
   sizes) × (layers + 1)`), beyond the pool the graphs share; mixture-of-experts models apart (more
@@ -77,6 +85,7 @@ class Calibration:
     graph_workspace: int = 0
     graph_sample_bytes_moe: int = 0
     graph_bytes_moe: int = 0
+    nccl_nvls: int = 0
 
 
 # In-sample fit over the repository's logs (bench/bench_estimates_loo.py prints it; a test checks
@@ -88,11 +97,12 @@ DEFAULT = Calibration(
     nccl_nvlink=2437393941,
     nccl_pcie=0,
     graph_bytes=192996,
-    nccl_lazy_nvlink=1986422374,
+    nccl_lazy_nvlink=1574625608,
     graph_sample_bytes=190650,
     graph_workspace=82706432,
     graph_sample_bytes_moe=251658,
     graph_bytes_moe=404192,
+    nccl_nvls=2047407554,
 )
 
 
@@ -102,7 +112,7 @@ class Observation:
 
     # "non_torch_base_v0" | "non_torch_base_v1" | "non_torch_whole" | "nccl_nvlink" | "nccl_pcie" | "graph"
     # | "nccl_lazy_nvlink" (engine "v1") | "graph_sample" | "graph_sample_moe"
-    # | "graph_workspace" | "graph_moe"
+    # | "graph_workspace" | "graph_moe" | "nccl_nvls" (engine "v1")
     kind: str
     value: int
     source: str
@@ -125,6 +135,7 @@ def fit(observations: Iterable[Observation], fallback: Calibration = DEFAULT) ->
     base = {"v0": v0, "v1": v1, "whole": whole}
     nvlink = [max(0, o.value - base.get(o.engine, 0)) for o in observations if o.kind == "nccl_nvlink"]
     lazy = [max(0, o.value - base.get(o.engine, 0)) for o in observations if o.kind == "nccl_lazy_nvlink"]
+    nvls = [max(0, o.value - base.get(o.engine, 0)) for o in observations if o.kind == "nccl_nvls"]
     return Calibration(
         non_torch_v0=v0,
         non_torch_v1=v1,
@@ -137,4 +148,5 @@ def fit(observations: Iterable[Observation], fallback: Calibration = DEFAULT) ->
         graph_workspace=_median(by.get("graph_workspace", []), fallback.graph_workspace),
         graph_sample_bytes_moe=_median(by.get("graph_sample_moe", []), fallback.graph_sample_bytes_moe),
         graph_bytes_moe=_median(by.get("graph_moe", []), fallback.graph_bytes_moe),
+        nccl_nvls=_median(nvls, fallback.nccl_nvls),
     )

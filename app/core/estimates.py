@@ -29,7 +29,13 @@ from app.core.cudagraphs import AttentionFacts, CudagraphMode, GraphTerms, graph
 from app.core.dequant_linear import plain_kernel
 from app.core.kvspec import pp_layer_split
 from app.core.ledger import Cell, RankInput
-from app.core.nontorch import Interconnect, counts_whole_device, non_torch_terms
+from app.core.nontorch import (
+    Interconnect,
+    allreduce_fusion_workspace_bytes,
+    counts_whole_device,
+    non_torch_terms,
+    nvls_possible,
+)
 from app.core.profile_run import ActivationTerms, ProfileInputs, activation_terms, forward_per_token
 from app.core.repack_cache import first_stage_repack_cached
 from app.core.shape import ModelShape
@@ -140,7 +146,9 @@ def non_torch_bytes(shape: ModelShape, ctx: EstimateContext) -> int:
 def non_torch_cell(shape: ModelShape, ctx: EstimateContext) -> Cell:
     """The non-torch row: app.core.nontorch's terms, plus the blocks the Marlin repack of a GPTQ/AWQ
     checkpoint leaves cached where the version counts them (app.core.repack_cache)."""
-    nt = non_torch_terms(ctx.rules.version, ctx.uses_v1, ctx.tp * ctx.pp, ctx.interconnect, ctx.calibration)
+    nvls = nvls_possible(ctx.tp, ctx.capability, ctx.interconnect)
+    nt = non_torch_terms(ctx.rules.version, ctx.uses_v1, ctx.tp * ctx.pp, ctx.interconnect, ctx.calibration,
+                         fusion_workspace_bytes(shape, ctx), nvls)  # fmt: skip
     cached = 0
     if shape.weights is not None and counts_whole_device(ctx.rules.version, ctx.uses_v1):
         cached = first_stage_repack_cached(shape.weights, ctx.tp, ctx.pp, ctx.rules.version)
@@ -149,6 +157,14 @@ def non_torch_cell(shape: ModelShape, ctx: EstimateContext) -> Cell:
     note = (f"{nt.note}; + {cached / GIB:.2f} GiB of torch blocks the Marlin repack of the GPTQ/AWQ weights "
             "leaves cached (this version counts cached blocks as non-torch; app.core.repack_cache)")
     return Cell(nt.total + cached, "estimated", note)
+
+
+def fusion_workspace_bytes(shape: ModelShape, ctx: EstimateContext) -> int:
+    """The all-reduce fusion workspace on one rank (app.core.nontorch; one engine: DP taken as 1)."""
+    if not ctx.uses_v1:
+        return 0
+    return allreduce_fusion_workspace_bytes(ctx.rules.version, ctx.capability, ctx.tp, ctx.pp, 1, shape.hidden_size,
+                                            _DTYPE_BYTES.get(shape.dtype, 2), ctx.max_num_batched_tokens)  # fmt: skip
 
 
 def cuda_graph_terms(shape: ModelShape, ctx: EstimateContext) -> GraphTerms:
