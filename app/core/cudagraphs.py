@@ -260,10 +260,12 @@ def graph_terms(
     version: Version, v1: bool, mode: CudagraphMode, enforce_eager: bool, max_num_seqs: int,
     max_num_batched_tokens: int, layers_on_rank: int, forward_bytes_per_token: int, cal: Calibration,
     max_size: int = 512, attention: AttentionFacts | None = None, in_budget: bool | None = None,
-    moe: bool = False, chunked_attention: bool = False,
+    moe: bool = False, chunked_attention: bool = False, dequant: tuple[int, int] = (0, 0),
 ) -> GraphTerms:  # fmt: skip
     """The CUDA-graph row on one rank (see the module docstring); `in_budget`: whether the KV budget
-    subtracts vLLM's estimate (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; None: the version's default, v0.21)."""
+    subtracts vLLM's estimate (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; None: the version's default, v0.21);
+    `dequant`: (bytes, from how many tokens) of the dequantized weight the plain AWQ/GPTQ kernels hold inside
+    a forward (app.core.dequant_linear): a capture of that many tokens or more holds it in the pool too."""
     mode = resolved_mode(version, v1, mode, enforce_eager, chunked_attention)
     if mode == "NONE":
         why = "enforce_eager" if enforce_eager else "cudagraph_mode NONE"
@@ -277,8 +279,13 @@ def graph_terms(
     graphs = piecewise * pieces + full
     units = (piecewise + full) * (layers_on_rank + 1)
     c = cal.graph_bytes_moe if moe and cal.graph_bytes_moe else cal.graph_bytes
-    pool = {"PIECEWISE": max(sizes, default=0) * forward_bytes_per_token if piecewise else 0,
-            "FULL": max(full_sizes, default=0) * forward_bytes_per_token}  # fmt: skip
+    held, from_tokens = dequant
+
+    def tensors(tokens: int) -> int:
+        return tokens * forward_bytes_per_token + (held if held and tokens >= max(1, from_tokens) else 0)
+
+    pool = {"PIECEWISE": tensors(max(sizes, default=0)) if piecewise else 0,
+            "FULL": tensors(max(full_sizes, default=0)) if full_sizes else 0}  # fmt: skip
     estimated = version >= (0, 21, 0) if in_budget is None else in_budget
     accum = fa3_split_accum_bytes(attention, version, v1, max(full_sizes, default=0), profiled=estimated)
     # FULL captures after PIECEWISE into the same pool: they add the FA3 accumulators and what of

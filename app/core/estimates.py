@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from app.core import weights
 from app.core.calibration import DEFAULT, Calibration
 from app.core.cudagraphs import AttentionFacts, CudagraphMode, GraphTerms, graph_terms, max_capture_size
-from app.core.dequant_linear import plain_kernel
+from app.core.dequant_linear import AWQ_DEQUANT_MIN_TOKENS, dequant_peak_bytes, plain_kernel
 from app.core.kvspec import pp_layer_split
 from app.core.ledger import Cell, RankInput
 from app.core.nontorch import (
@@ -176,8 +176,18 @@ def cuda_graph_terms(shape: ModelShape, ctx: EstimateContext) -> GraphTerms:
         ctx.max_num_batched_tokens, layers, sharded + unsharded, ctx.calibration,
         max_capture_size(shape.architecture, ctx.rules.version), attention_facts(shape, ctx.tp, ctx.capability),
         in_budget=ctx.rules.cuda_graphs_in_budget, moe=(shape.num_experts or 0) > 1,
-        chunked_attention=bool(shape.attention_chunk_size),
+        chunked_attention=bool(shape.attention_chunk_size), dequant=dequant_held(shape, ctx),
     )  # fmt: skip
+
+
+def dequant_held(shape: ModelShape, ctx: EstimateContext) -> tuple[int, int]:
+    """(bytes, least tokens) of the dequantized weight the plain AWQ/GPTQ kernels hold in a forward
+    (app.core.dequant_linear), for the graph captures: (0, 0) on every other path."""
+    kernel = plain_kernel(shape.quantization, ctx.quantization)
+    if kernel is None:
+        return (0, 0)
+    least = AWQ_DEQUANT_MIN_TOKENS if kernel == "awq" else 1
+    return (dequant_peak_bytes(shape, kernel, ctx.tp, least, ctx.rules.version), least)
 
 
 def attention_facts(shape: ModelShape, tp: int, capability: tuple[int, int] | None) -> AttentionFacts:
