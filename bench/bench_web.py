@@ -53,7 +53,7 @@ TARGET_FIRST_LOAD_BYTES = 600 * 1024
 # slider fragment (the same template blocks, through the same `Templates`, Jinja2's public API)
 # from a context built before the server starts: everything a slider tick costs except computing
 # that context (the query, the defaults, the plan, the presentation) and our middleware. The
-# contexts are built whole: the pool chart's SVG, which `PoolFigure.svg` draws the first time the
+# contexts are built whole: the pool chart's SVG, which `PoolChart.svg` draws the first time the
 # template reads it, is drawn before the server starts, so the bare render never draws it (ours
 # draws it on every tick: it is part of the tick's presentation, not of rendering the template).
 BARE_APP = textwrap.dedent(

@@ -10,6 +10,7 @@ import pytest
 
 from app.services import plans
 from app.web.plan.charts import plan_charts
+from app.web.plan.pool_chart import PoolChart
 
 from .support import TestClient
 
@@ -19,7 +20,9 @@ GIB = 2**30
 def _stack(version: str) -> tuple[dict[str, Any], dict[str, list[float]], float]:
     doc = {"model": {"catalogue": "llama-3.1-8b"}, "gpu": {"total": "80GiB"}, "vllm_version": version}
     result = plans.run_plan(doc, with_levers=False)
-    fig = plan_charts(result)["pool"]
+    chart = plan_charts(result)["pool"]
+    assert isinstance(chart, PoolChart)
+    fig = chart.figure
     bars = {t["name"]: t["y"] for t in fig["data"] if t["type"] == "bar"}
     dashed = fig["layout"]["shapes"][0]["y0"]
     return result, bars, dashed

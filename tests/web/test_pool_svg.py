@@ -1,5 +1,6 @@
-"""The pool chart drawn as SVG (app/web/plan/pool_svg.py) shows its figure: every bar segment with
-its value, hatching where the figure hatches, the budget segments, the binding outline, escaped labels."""
+"""The pool chart drawn as SVG (app/web/plan/pool_svg.py) shows its figure (the same chart's plotly
+dict, `PoolChart.figure`): every bar segment with its value, hatching where the figure hatches, the
+budget segments, the binding outline, escaped labels."""
 
 from __future__ import annotations
 
@@ -12,13 +13,21 @@ import pytest
 from app.services import plan_query, plans
 from app.web.plan import charts
 from app.web.plan.examples import SEED000
+from app.web.plan.pool_chart import PoolChart
+from app.web.plan.pool_svg import Bar
 
 SVG = "{http://www.w3.org/2000/svg}"
 
 
-def _svg(figure: charts.Figure) -> ET.Element:
-    text = str(charts.PoolFigure(figure).svg)
+def _svg(chart: PoolChart) -> ET.Element:
+    text = str(chart.svg)
     return ET.fromstring(text[text.index('<svg class="pool-svg"'):])  # after the HTML legend
+
+
+def _pool(found: dict[str, charts.Chart]) -> PoolChart:
+    chart = found["pool"]
+    assert isinstance(chart, PoolChart)
+    return chart
 
 
 def _segments(root: ET.Element) -> list[tuple[str, float, float]]:
@@ -34,9 +43,10 @@ def _segments(root: ET.Element) -> list[tuple[str, float, float]]:
 
 def test_every_segment_is_drawn_with_its_value_and_stacked_in_order() -> None:
     result = plans.run_plan(SEED000)
-    figure = charts.plan_charts(result)["pool"]
+    chart = _pool(charts.plan_charts(result))
+    figure = chart.figure
     bars = [t for t in figure["data"] if t["type"] == "bar"]
-    segments = _segments(_svg(figure))
+    segments = _segments(_svg(chart))
     expected = [(label, t["name"], t["y"][i]) for i, label in enumerate(bars[0]["x"]) for t in bars if t["y"][i] > 0]
     assert len(segments) == len(expected)
     for (title, _, height), (label, name, gib) in zip(segments, expected, strict=True):
@@ -53,8 +63,9 @@ def test_every_segment_is_drawn_with_its_value_and_stacked_in_order() -> None:
 
 def test_budget_binding_and_hatching_follow_the_figure() -> None:
     result = plans.run_plan(plan_query.plan_from_query({"tp": "2"}))
-    figure = charts.plan_charts(result)["pool"]
-    root = _svg(figure)
+    chart = _pool(charts.plan_charts(result))
+    figure = chart.figure
+    root = _svg(chart)
     budget = [line for line in root.iter(f"{SVG}line") if line.get("class") == "budget"]
     assert len(budget) == len(figure["layout"]["shapes"]) == 2
     patterns = {p.get("id") for p in root.iter(f"{SVG}pattern")}
@@ -73,8 +84,7 @@ def test_budget_binding_and_hatching_follow_the_figure() -> None:
 def test_labels_from_a_document_are_escaped_once() -> None:
     ranks = [{"rank": "<b>r&0</b>", "kv_bytes": 2**30, "weights_bytes": 2**30, "requested_bytes": 3 * 2**30,
               "binding": True, "total_bytes": 4 * 2**30}]
-    figure = charts.pool_figure(ranks, "<b>r&0</b>")
-    text = str(charts.PoolFigure(figure).svg)
+    text = str(charts.pool_chart(ranks, "<b>r&0</b>").svg)
     assert "<b>" not in text and "&lt;b&gt;r&amp;0&lt;/b&gt;" in text and "&amp;lt;" not in text
     assert re.search(r"rank &lt;b&gt;r&amp;0&lt;/b&gt; · weights: 1\.00 GiB", text)
 
@@ -83,7 +93,7 @@ def test_ranks_drawing_the_same_stack_keep_their_own_label_and_place() -> None:
     """A TP group's ranks draw one stack (the SVG shares its markup between them): each column
     still names its own rank, in every title, and stands at its own x."""
     result = plans.run_plan(plan_query.plan_from_query({"model": "llama-3.1-8b", "tp": "8"}), with_levers=False)
-    root = _svg(charts.plan_charts(result)["pool"])
+    root = _svg(_pool(charts.plan_charts(result)))
     columns = [g for g in root.iter(f"{SVG}g") if g.get("class") == "column"]
     assert [c.get("data-rank") for c in columns] == [f"TP{i}" for i in range(8)]
     places = []
@@ -95,3 +105,11 @@ def test_ranks_drawing_the_same_stack_keep_their_own_label_and_place() -> None:
         assert len(xs) == 1
         places.append(float(xs.pop() or 0))
     assert places == sorted(places) and len(set(places)) == 8
+
+
+def test_a_chart_without_an_outlined_row_draws_every_column() -> None:
+    """Columns are keyed by what they draw, outlines included; a chart with no outlined row (no
+    binding rank among its ranks) still draws one column per rank."""
+    chart = PoolChart(["a", "b", "c"], [Bar("weights", "#4c78a8", [1.0, 1.0, 2.0], ["measured"] * 3)], [], [])
+    columns = [g for g in _svg(chart).iter(f"{SVG}g") if g.get("class") == "column"]
+    assert [c.get("data-rank") for c in columns] == ["a", "b", "c"]

@@ -14,9 +14,15 @@ def _trace(figure: charts.Figure, name: str) -> dict[str, object]:
     return next(t for t in figure["data"] if t.get("name") == name)
 
 
+def _pool(result: dict[str, object]) -> charts.Figure:
+    chart = charts.plan_charts(result)["pool"]
+    assert isinstance(chart, charts.PoolChart)
+    return chart.figure
+
+
 def test_seed000_pool_chart_marks_the_binding_rank_and_requested_line() -> None:
     result = plans.run_plan(SEED000)
-    figure = charts.plan_charts(result)["pool"]
+    figure = _pool(result)
     kv = _trace(figure, "KV (usable)")
     assert kv["x"] == ["0", "1", "2", "3"]
     line = kv["marker"]["line"]  # type: ignore[index]
@@ -33,7 +39,7 @@ def test_seed000_pool_chart_marks_the_binding_rank_and_requested_line() -> None:
 
 def test_estimated_cells_are_hatched() -> None:
     result = plans.run_plan(plan_query.plan_from_query({"tp": "2"}))
-    weights = _trace(charts.plan_charts(result)["pool"], "weights")
+    weights = _trace(_pool(result), "weights")
     assert weights["marker"]["pattern"]["shape"] == ["/", "/"]  # type: ignore[index]
 
 
@@ -41,9 +47,11 @@ def test_past_64_ranks_the_view_aggregates() -> None:
     result = plans.run_plan(plan_query.plan_from_query({"ranks": "1024", "tp": "8"}), with_levers=False)
     figures = charts.plan_charts(result)
     assert set(figures) == {"pool", "dist"}
-    assert len(figures["pool"]["data"][0]["x"]) <= 3
-    assert sum(figures["dist"]["data"][0]["y"]) == 1024
-    assert len(json.dumps(figures)) < 20_000
+    pool, dist = figures["pool"], figures["dist"]
+    assert isinstance(pool, charts.PoolChart) and isinstance(dist, dict)
+    assert len(pool.figure["data"][0]["x"]) <= 3
+    assert sum(dist["data"][0]["y"]) == 1024
+    assert len(json.dumps({"pool": pool.figure, "dist": dist})) < 20_000
 
 
 def test_histogram_of_uneven_ranks_marks_the_binding_bin() -> None:
@@ -87,5 +95,6 @@ def test_levers_that_fail_or_warn_are_coloured_and_labelled() -> None:
 
 def test_figures_are_plain_json_without_plotly() -> None:
     result = plans.run_plan(plan_query.plan_from_query({"model": "llama-3.1-70b", "tp": "4"}))
-    json.dumps(charts.plan_charts(result), allow_nan=False)
+    found = charts.plan_charts(result)
+    json.dumps({k: v.figure if isinstance(v, charts.PoolChart) else v for k, v in found.items()}, allow_nan=False)
     assert "plotly" not in sys.modules

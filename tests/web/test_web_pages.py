@@ -126,7 +126,7 @@ def test_many_ranks_aggregate_and_defer_levers(client: TestClient, renders: list
     assert response.status_code == 200
     context = renders[-1].context
     assert set(context["charts"]) == {"pool", "dist"}
-    assert len(context["charts"]["pool"]["data"][0]["x"]) <= 3
+    assert len(context["charts"]["pool"].figure["data"][0]["x"]) <= 3
     assert len(context["rank_rows"]) < 30
     assert context["levers_url"].startswith("/plan/levers?")
     levers = client.get(context["levers_url"], headers=HX)

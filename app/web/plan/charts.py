@@ -1,4 +1,5 @@
-"""Plan results → plotly.js figure dicts (plain dicts: no plotly.graph_objects on the hot path).
+"""Plan results → the plan page's charts: plotly.js figure dicts (plain dicts: no
+plotly.graph_objects on the hot path) and the pool chart (app.web.plan.pool_chart), drawn as SVG.
 
 Pool chart: one stacked bar per rank — weights, non-torch, CUDA graphs, activation, usable KV,
 stranded KV — with the headroom (outside the requested budget) stacked above in light grey, a
@@ -10,179 +11,30 @@ All byte values become GiB here, at the presentation edge.
 
 from __future__ import annotations
 
-import functools
 import html
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from markupsafe import Markup
-
 from app.core.json_rows import first_binding
-from app.web.plan.pool_svg import pool_svg
 
-GIB = float(1024**3)
+# The pool chart lives in pool_chart; its names stay importable from here (the other wings' charts
+# share FONT and GIB).
+from app.web.plan.pool_chart import BINDING_COLOUR as BINDING_COLOUR
+from app.web.plan.pool_chart import FONT as FONT
+from app.web.plan.pool_chart import GIB as GIB
+from app.web.plan.pool_chart import KV_COLOUR as KV_COLOUR
+from app.web.plan.pool_chart import PoolChart as PoolChart
+from app.web.plan.pool_chart import base_layout
+from app.web.plan.pool_chart import num as _num
+from app.web.plan.pool_chart import pool_chart as pool_chart
+
 MAX_BARS = 64
+CAVEAT_COLOUR = "#e0a100"
 
 Figure = dict[str, Any]
-
-
-class PoolFigure(dict[str, Any]):
-    """The pool chart's figure (a plain dict: JSON, tests) that also draws itself as SVG (`.svg`,
-    what the page shows: no chart code on a slider tick; see pool_svg)."""
-
-    @functools.cached_property
-    def svg(self) -> Markup:
-        return pool_svg(self)
-
-# (result key, legend label, colour), bottom to top
-ROWS: tuple[tuple[str, str, str], ...] = (
-    ("weights_bytes", "weights", "#4c78a8"),
-    ("non_torch_bytes", "non-torch", "#9d755d"),
-    ("cuda_graph_bytes", "CUDA graphs", "#b279a2"),
-    ("activation_bytes", "activation", "#f58518"),
-)
-GRAPHS_ROW = ROWS[2]
-KV_COLOUR = "#54a24b"
-STRANDED_COLOUR = "#b8dcb0"
-HEADROOM_COLOUR = "#e4e6ea"
-BINDING_COLOUR = "#c0392b"
-CAVEAT_COLOUR = "#e0a100"
-ESTIMATED = frozenset({"estimated", "default"})
-FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif"
-
-
-def _num(value: object) -> float:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
-
-
-def _source(rank: Mapping[str, Any], key: str) -> str:
-    """Where a rank's row came from: measured, estimated, derived (default: estimated)."""
-    sources = rank.get("sources") or {}
-    return str(sources.get(key, "estimated"))
-
-
-def _label(rank: Mapping[str, Any]) -> str:
-    return html.escape(str(rank.get("rank")))
-
-
-def _base_layout(height: int) -> dict[str, Any]:
-    return {
-        "height": height,
-        "margin": {"l": 56, "r": 16, "t": 28, "b": 48},
-        "font": {"family": FONT, "size": 12, "color": "#1f2933"},
-        "paper_bgcolor": "rgba(0,0,0,0)",
-        "plot_bgcolor": "rgba(0,0,0,0)",
-        "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0, "traceorder": "normal"},
-    }
-
-
-def _bar(name: str, x: list[str], gib: list[float], colour: str, sources: list[str]) -> dict[str, Any]:
-    return {
-        "type": "bar",
-        "name": name,
-        "x": x,
-        "y": gib,
-        "customdata": sources,
-        "marker": {
-            "color": colour,
-            "pattern": {
-                "shape": ["/" if s in ESTIMATED else "" for s in sources],
-                "fillmode": "overlay",
-                "fgcolor": "rgba(255,255,255,0.6)",
-                "size": 7,
-                "solidity": 0.3,
-            },
-        },
-        "hovertemplate": f"{name}: %{{y:.2f}} GiB (%{{customdata}})<extra></extra>",
-    }
-
-
-def _kv_traces(
-    ranks: Sequence[Mapping[str, Any]], x: list[str], is_binding: list[bool], graphs_in_budget: bool = True
-) -> list[dict[str, Any]]:
-    """Usable KV (binding rank outlined), stranded KV, and the headroom above the budget. Before
-    vLLM 0.21 CUDA graphs are captured after the KV cache is sized, outside the budget
-    (`graphs_in_budget` False): their segment sits above the dashed line, in the headroom, and the
-    grey is what is left of the headroom beside them."""
-    sources = [_source(r, "kv_bytes") for r in ranks]
-    stranded = [_num(r.get("stranded_bytes")) for r in ranks]
-    usable = [max(_num(r.get("kv_bytes")) - s, 0.0) for r, s in zip(ranks, stranded, strict=True)]
-    kv = _bar("KV (usable)", x, [v / GIB for v in usable], KV_COLOUR, sources)
-    kv["marker"]["line"] = {
-        "color": [BINDING_COLOUR if b else "rgba(0,0,0,0)" for b in is_binding],
-        "width": [3 if b else 0 for b in is_binding],
-    }
-    outside = [0.0 if graphs_in_budget else _num(r.get("cuda_graph_bytes")) for r in ranks]
-    headroom = [max(0.0, _num(r.get("headroom_bytes")) - g) / GIB for r, g in zip(ranks, outside, strict=True)]
-    traces = [kv, _bar("KV stranded", x, [s / GIB for s in stranded], STRANDED_COLOUR, sources)]
-    if not graphs_in_budget:
-        key, name, colour = GRAPHS_ROW
-        traces.append(_bar(f"{name} (outside budget)", x, [g / GIB for g in outside], colour,
-                           [_source(r, key) for r in ranks]))
-    traces.append(_bar("headroom (outside budget)", x, headroom, HEADROOM_COLOUR, ["derived"] * len(ranks)))
-    return traces
-
-
-def _budget_shapes(ranks: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """A dashed segment across each bar at the requested budget (category index coordinates)."""
-    return [
-        {
-            "type": "line", "xref": "x", "yref": "y", "x0": i - 0.48, "x1": i + 0.48,
-            "y0": _num(r.get("requested_bytes")) / GIB, "y1": _num(r.get("requested_bytes")) / GIB,
-            "line": {"color": "#1f2933", "width": 2, "dash": "dash"},
-        }
-        for i, r in enumerate(ranks)
-        if r.get("requested_bytes") is not None
-    ]
-
-
-def _binding_annotations(
-    ranks: Sequence[Mapping[str, Any]], x: list[str], is_binding: list[bool]
-) -> list[dict[str, Any]]:
-    return [
-        {
-            "x": label, "y": (_num(r.get("total_bytes")) or _num(r.get("requested_bytes"))) / GIB,
-            "text": "binds", "showarrow": True, "arrowhead": 0, "ay": -18,
-            "font": {"color": BINDING_COLOUR, "size": 12},
-        }
-        for label, r, b in zip(x, ranks, is_binding, strict=True)
-        if b
-    ]
-
-
-def pool_figure(
-    ranks: Sequence[Mapping[str, Any]], binding_rank: object, title: str = "", graphs_in_budget: bool = True
-) -> Figure:
-    """The stacked per-rank pool chart for the given ranks (at most MAX_BARS)."""
-    x = [_label(r) for r in ranks]
-    is_binding = [r.get("binding") is True or r.get("rank") == binding_rank for r in ranks]
-    traces = [
-        _bar(name, x, [_num(r.get(key)) / GIB for r in ranks], colour, [_source(r, key) for r in ranks])
-        for key, name, colour in ROWS
-        if graphs_in_budget or key != GRAPHS_ROW[0]
-    ]
-    traces += _kv_traces(ranks, x, is_binding, graphs_in_budget)
-    # The budget is drawn as shapes; this empty trace only gives it a legend entry.
-    traces.append({"type": "scatter", "mode": "lines", "name": "requested budget", "x": [None], "y": [None],
-                   "line": {"color": "#1f2933", "width": 2, "dash": "dash"}, "hoverinfo": "skip"})
-    many = len(ranks) > 16
-    layout = _base_layout(430)
-    layout.update(
-        {
-            "margin": {"l": 56, "r": 16, "t": 64, "b": 64 if many else 40},
-            "barmode": "stack",
-            "bargap": 0.12 if many else (0.3 if len(ranks) > 2 else 0.6),
-            "hovermode": "x unified",
-            "yaxis": {"title": {"text": "GiB per rank"}, "rangemode": "tozero", "gridcolor": "#eef0f3"},
-            "xaxis": {"type": "category", "title": {"text": "rank"}, "tickfont": {"size": 10 if many else 12}},
-            "shapes": _budget_shapes(ranks),
-            "annotations": _binding_annotations(ranks, x, is_binding),
-        }
-    )
-    if title:
-        layout["title"] = {"text": title, "font": {"size": 13}, "x": 0, "xanchor": "left"}
-    return PoolFigure(data=traces, layout=layout)
+#: A chart of the page: a plotly figure dict, or the pool chart (drawn as SVG; `.figure` its dict).
+Chart = Figure | PoolChart
 
 
 def representative_ranks(
@@ -242,7 +94,7 @@ def _histogram_figure(low: float, high: float, counts: list[int], binding_kv: fl
     binding_bin = min(int((binding_kv - low) / width), bins - 1) if high > low else 0
     centres = [low + width * (i + 0.5) for i in range(bins)] if high > low else [low]
     colours = [BINDING_COLOUR if i == binding_bin else KV_COLOUR for i in range(bins)]
-    layout = _base_layout(300)
+    layout = base_layout(300)
     layout.update(
         {
             "bargap": 0.05,
@@ -298,7 +150,7 @@ def levers_figure(levers: Sequence[Mapping[str, Any]], base_starts: bool = True)
     labels = [_lever_label(lever, base_starts) for lever in ordered]
     gains = [_num(lever.get("tokens_gained")) for lever in ordered]
     notes = [html.escape("; ".join(lever.get("caveats") or []) or "no new warnings") for lever in ordered]
-    layout = _base_layout(max(160, 34 * len(ordered) + 70))
+    layout = base_layout(max(160, 34 * len(ordered) + 70))
     layout.update(
         {
             "showlegend": False,
@@ -325,20 +177,21 @@ def notable_ranks(result: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
     return representatives_of(result, ranks) if len(ranks) > MAX_BARS else None
 
 
-def plan_charts(result: Mapping[str, Any], notable: list[Mapping[str, Any]] | None = None) -> dict[str, Figure]:
-    """Every chart of the plan page, keyed by the chart element's name (`notable`: the plan's
-    `notable_ranks`, when the caller has them already)."""
+def plan_charts(result: Mapping[str, Any], notable: list[Mapping[str, Any]] | None = None) -> dict[str, Chart]:
+    """Every chart of the plan page, keyed by the chart element's name: plotly figure dicts, and
+    the pool chart's `PoolChart` (the page draws it as SVG; its `.figure` is the plotly dict)
+    (`notable`: the plan's `notable_ranks`, when the caller has them already)."""
     ranks: Sequence[Mapping[str, Any]] = result.get("ranks") or []  # rows made when read: no list() of them
     binding = result.get("binding_rank")
     inside = result.get("cuda_graphs_in_budget") is not False
-    charts: dict[str, Figure] = {}
+    charts: dict[str, Chart] = {}
     if ranks:
         if len(ranks) <= MAX_BARS:
-            charts["pool"] = pool_figure(ranks, binding, graphs_in_budget=inside)
+            charts["pool"] = pool_chart(ranks, binding, graphs_in_budget=inside)
         else:
             title = "Binding, median and largest-KV ranks"
             picks = notable if notable is not None else representatives_of(result, ranks)
-            charts["pool"] = pool_figure(picks, binding, title, inside)
+            charts["pool"] = pool_chart(picks, binding, title, inside)
             charts["dist"] = kv_histogram_of(result) or kv_histogram(ranks, binding)
     levers = list(result.get("levers") or [])
     if levers:
