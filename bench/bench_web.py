@@ -428,7 +428,7 @@ def stack_floor(samples: int = 1500) -> dict[str, float]:
     """In process, CPU time per request (median, ms) of each whole ASGI stack around a route that
     does no work: ours with `routes._plan_page` replaced by a stub answering one tick's fragment,
     rendered before, with the headers a tick sets (HX-Replace-Url, Vary), ours the same without its middleware (the
-    app's `user_middleware` emptied: no ClientContext, SecurityHeaders, GZip, BodySizeLimit), and
+    app's `user_middleware` emptied: no `Edge`, i.e. no client context, security headers, gzip, body caps), and
     the bare app answering the same body. Ours, ours without middleware and bare alternate request
     by request. What ours costs above bare here is all that middleware, routing, the write-policy
     dependency and the thread hop can cost: the ceiling of any saving around the route."""

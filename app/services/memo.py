@@ -8,7 +8,7 @@ for every slider tick, sizing candidate or lever of one model. `PlanMemo` keeps 
 Why this is allowed beside issue 11's rule (no module-level mutable caches of results):
 
 - it is not module-level: the web app creates one (`PlanCache.memo`, built by the app factory
-  with the rest of `app.state`), and a pure ASGI middleware (`app.web.clients.ClientContext`) makes it the
+  with the rest of `app.state`), and a pure ASGI middleware (`app.web.edge.Edge`) makes it the
   current memo of each request it serves (a context variable, which reaches the worker thread
   of the request, as `app.services.clients.CLIENT` does). Outside a request (the CLI, a test
   calling a service) there is no current memo and every value is computed afresh, unless the

@@ -2,7 +2,8 @@
 
 Settings are injected (tests pass their own; `serve` reads the environment once). The factory
 builds the template environment, the static asset manifest and the base-document store and
-keeps them on `app.state`; adds gzip and the body-size cap; registers the error mapping; and
+keeps them on `app.state`; adds its one middleware (`app.web.edge`: client context, security
+headers, gzip, the body-size cap); registers the error mapping; and
 includes the routers of every wing: the plan pages and the JSON API (`app.web.plan`), saved
 plans and deployments (`app.web.saved`), the simulator (`app.web.sim`).
 """
@@ -20,7 +21,6 @@ from typing import Any
 
 from fastapi import FastAPI
 from sqlalchemy.orm import Session, sessionmaker
-from starlette.middleware.gzip import GZipMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -29,12 +29,10 @@ from app.services.base_documents import DurableBaseStore, MemoryBaseStore, base_
 from app.settings import Settings
 from app.web import openapi
 from app.web.assets import HTMX_JS, PLOTLY_JS, StaticAssets
-from app.web.clients import ClientContext
 from app.web.deps import WritePolicy
+from app.web.edge import Edge
 from app.web.errors import install as install_error_mapping
-from app.web.headers import SecurityHeaders
 from app.web.isolation import Isolation
-from app.web.limits import BodySizeLimit
 from app.web.plan.api import router as api_router
 from app.web.plan.examples import base_documents
 from app.web.plan.present import levers_flagged
@@ -103,11 +101,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(size_router)
     app.include_router(saved_router)
     openapi.install(app)  # the error statuses and body schemas FastAPI cannot infer
-    app.add_middleware(BodySizeLimit, max_body_bytes=settings.max_body_bytes, max_log_bytes=settings.max_log_bytes)
-    app.add_middleware(GZipMiddleware, minimum_size=800, compresslevel=6)
-    app.add_middleware(SecurityHeaders)
-    # who writes (per-client caps of base documents); the plan memo of this app
-    app.add_middleware(ClientContext, memo=app.state.plan_cache.memo)
+    # who writes (per-client caps of base documents) and the plan memo of this app; the security
+    # headers; gzip; the body caps: one layer (app.web.edge)
+    app.add_middleware(Edge, max_body_bytes=settings.max_body_bytes, max_log_bytes=settings.max_log_bytes,
+                       memo=app.state.plan_cache.memo, minimum_size=800, compresslevel=6)
     return app
 
 
