@@ -26,11 +26,12 @@ argparse refuses them ("unrecognized arguments").
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from app.core import weights
 from app.core.errors import InputError
+from app.core.ledger import Cell, RankInput
 from app.core.shape import ModelShape
 from app.core.weights_tensor import Version
 
@@ -140,3 +141,30 @@ def dp_weights(
               for tp_rank in range(layout.tp))
         for stage in range(layout.pp)
     )
+
+
+def with_dp_weights(
+    ranks: tuple[RankInput, ...], shape: ModelShape | None, layout: DPLayout, mxfp4_backend: str = "triton",
+    vllm_version: tuple[int, int, int] | None = None, max_num_batched_tokens: int = 0,
+) -> tuple[RankInput, ...]:  # fmt: skip
+    """Estimated ranks with the weights of DP engine 0 under vLLM's MoE layout (experts over dp × tp:
+    split matrices without EP, whole experts with EP). Ranks holding the same bytes share one cell,
+    as `estimate_ranks` shares a stage's cells (the ledger and the sizing search count them once)."""
+    if shape is None:
+        return ranks
+    table = dp_weights(shape, layout, mxfp4_backend, vllm_version, max_num_batched_tokens)
+    if table is None:
+        return ranks
+    cells: dict[tuple[int, str], Cell] = {}
+    out = []
+    for i, rank in enumerate(ranks):
+        stage, tp_rank = divmod(i % (layout.tp * layout.pp), layout.tp)
+        if layout.use_ep:
+            note = f"experts over {layout.ep_size} EP ranks (dp × tp), {layout.experts_on(tp_rank)} on this one"
+        else:
+            note = (f"expert matrices over tp × dp = {layout.moe_tp_size} GPUs (FusedMoEParallelConfig.make, "
+                    f"flatten_tp_across_dp_and_pcp), the rest over tp = {layout.tp}")
+        nbytes = table[stage][tp_rank]
+        cell = cells.setdefault((nbytes, note), Cell(nbytes, "estimated", note))
+        out.append(replace(rank, weights=cell))
+    return tuple(out)

@@ -29,6 +29,7 @@ from app.core.errors import InputError
 from app.core.estimates import activation_bytes, activation_slope, non_torch_bytes, weights_per_stage
 from app.core.ledger import Cell, RankInput, Source, requested_bytes
 from app.core.plan import PlanInput, Warning, compute, plan_estimate_context
+from app.core.reestimate import all_estimated, reestimated
 from app.core.shape import online_fp8_shape
 from app.core.versions import card_scheduler_defaults, rules_for, scheduler_seqs
 
@@ -390,10 +391,15 @@ def levers(plan: PlanInput, allowed_tp: tuple[int, ...] = ()) -> tuple[Lever, ..
     bigger = [t for t in allowed_tp if t > plan.layout.tp]
     if bigger and plan.model.shape is not None:
         trials.append(("tensor_parallel_size", f"{plan.layout.tp} → {bigger[0]}", set_tp(plan, bigger[0])))
+    # An estimated plan's rows depend on the knobs (TP re-shards the replicated norms and rope unevenly,
+    # the KV dtype and chunk move the CUDA graphs and the encoder profile): each lever's plan is
+    # estimated afresh with the knob set, as the plan page at that value is, so the lever promises
+    # what the page it points to shows.
+    fresh = all_estimated(plan)
     out = []
     for knob, change, whatif in trials:
         try:
-            result = compute(whatif.plan)
+            result = compute(reestimated(whatif.plan) if fresh else whatif.plan)
         except InputError:
             continue
         after = result.admission.tokens

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
-from app.core.dp_layout import DPLayout, check_dp_layout, dp_weights
+from app.core.dp_layout import DPLayout, check_dp_layout
 from app.core.errors import InputError
 from app.core.kv_tiers import KVOffload, Node, check_offload
-from app.core.ledger import Cell, RankInput
 from app.core.plan import Layout, ModelInput
 from app.core.prefix_pool import default_prefix_caching
 from app.core.versions import rules_for
@@ -39,35 +37,6 @@ def make_dp_layout(layout: Layout, model: ModelInput, version: str) -> DPLayout:
     rules = rules_for(version)
     check_dp_layout(out, rules.version, rules.label)
     return out
-
-
-def with_dp_weights(
-    ranks: tuple[RankInput, ...], model: ModelInput, layout: DPLayout, mxfp4_backend: str = "triton",
-    vllm_version: tuple[int, int, int] | None = None, max_num_batched_tokens: int = 0,
-) -> tuple[RankInput, ...]:  # fmt: skip
-    """Estimated ranks with the weights of DP engine 0 under vLLM's MoE layout (experts over dp × tp:
-    split matrices without EP, whole experts with EP). Ranks holding the same bytes share one cell,
-    as `estimate_ranks` shares a stage's cells (the ledger and the sizing search count them once)."""
-    table = (
-        dp_weights(model.shape, layout, mxfp4_backend, vllm_version, max_num_batched_tokens)
-        if model.shape is not None
-        else None
-    )
-    if table is None:
-        return ranks
-    cells: dict[tuple[int, str], Cell] = {}
-    out = []
-    for i, rank in enumerate(ranks):
-        stage, tp_rank = divmod(i % (layout.tp * layout.pp), layout.tp)
-        if layout.use_ep:
-            note = f"experts over {layout.ep_size} EP ranks (dp × tp), {layout.experts_on(tp_rank)} on this one"
-        else:
-            note = (f"expert matrices over tp × dp = {layout.moe_tp_size} GPUs (FusedMoEParallelConfig.make, "
-                    f"flatten_tp_across_dp_and_pcp), the rest over tp = {layout.tp}")
-        nbytes = table[stage][tp_rank]
-        cell = cells.setdefault((nbytes, note), Cell(nbytes, "estimated", note))
-        out.append(replace(rank, weights=cell))
-    return tuple(out)
 
 
 def prefix_caching(doc: PlanDocument, version: str) -> bool:

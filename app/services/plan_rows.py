@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from app.core.dp_layout import DPLayout
+from app.core.dp_layout import DPLayout, with_dp_weights
 from app.core.errors import InputError
 from app.core.estimates import EstimateContext, estimate_ranks
 from app.core.ledger import Cell, RankInput
@@ -14,7 +14,6 @@ from app.core.shape import ModelShape
 from app.schemas import PlanDocument, RankDoc
 from app.services.blocks_room import PREFIX
 from app.services.memo import memoised
-from app.services.plan_layers import with_dp_weights
 
 
 def _measured(value: int | None, note: str = "") -> Cell | None:
@@ -81,7 +80,7 @@ def estimated_ranks(
     if model.shape is None:
         raise InputError("gpu", "estimated rows need the model's shape: give model.config or model.catalogue")
     ctx = estimate_context(layout, engine, version, vision=model.vision, gpu_name=gpu.name)
-    ranks = with_dp_weights(estimate_rows(model.shape, ctx, gpu.total, gpu.free_at_start), model, dp_layout,
+    ranks = with_dp_weights(estimate_rows(model.shape, ctx, gpu.total, gpu.free_at_start), model.shape, dp_layout,
                             ctx.mxfp4_backend, ctx.rules.version, ctx.max_num_batched_tokens)  # fmt: skip
     if gpu.count and gpu.count != len(ranks):
         # the count obeys the rule `ranks` entries do: whole replicas of tp × pp workers (a TP8 × PP2
