@@ -26,7 +26,7 @@ from pydantic import (
 
 from app.core.errors import InputError
 from app.core.gpus import resolve_gpu
-from app.core.units import MAX_BYTES, parse_bytes
+from app.core.units import MAX_BYTES, fmt_bytes, parse_bytes
 from app.ingest.vllm_serve import filled_from_serve
 from app.schema_bounds import bound_message
 
@@ -311,6 +311,20 @@ class RankDoc(_Strict):
             raise ValueError("kv_room_blocks is the block count a kv_room was derived from: give the kv_room too")
         return self
 
+    @field_validator("free_at_start")
+    @classmethod
+    def _free_fits(cls, value: int | None, info: ValidationInfo) -> int | None:
+        return _free_within_total(value, info.data.get("total"))
+
+
+def _free_within_total(free: int | None, total: object) -> int | None:
+    """Free memory at start is part of the card (torch's mem_get_info returns free ≤ total): a larger
+    figure is a typo or the wrong card, and was planned as if the card had it to spare."""
+    if free is not None and isinstance(total, int) and free > total:
+        raise ValueError(f"{fmt_bytes(free)} is more than the GPU's total ({fmt_bytes(total)}): free memory at "
+                         "start is part of the total; give the free memory of this card")
+    return free
+
 
 class GpuDoc(_Strict):
     """A GPU for estimated rows: its total (what torch's mem_get_info reports) or a preset name
@@ -328,6 +342,11 @@ class GpuDoc(_Strict):
         if isinstance(data, Mapping) and data.get("total") is None and isinstance(data.get("name"), str):
             return {**data, "total": resolve_gpu(data["name"]).total_bytes}
         return data
+
+    @field_validator("free_at_start")
+    @classmethod
+    def _free_fits(cls, value: int | None, info: ValidationInfo) -> int | None:
+        return _free_within_total(value, info.data.get("total"))
 
 
 class WhatIfDoc(_Strict):
