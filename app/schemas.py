@@ -280,6 +280,16 @@ class EngineDoc(_Strict):
     enable_prefix_caching: bool | None = None  # None: vLLM's default for the version (app.core.prefix_pool)
     async_scheduling: bool | None = None  # None: vLLM's default for the version (app.core.in_flight)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _block_size_not_set(cls, data: object) -> object:
+        """`block_size: null` is "not set" (the plan form's "vLLM's choice"; it wins over a base's
+        `--block-size`): the field is left out, so the block size the version's backend picks for the
+        model and card applies (app.core.mla_rules reads whether it was set), not a stated 16."""
+        if isinstance(data, Mapping) and "block_size" in data and data["block_size"] is None:
+            return {k: v for k, v in data.items() if k != "block_size"}
+        return data
+
 
 class PolicyDoc(_Strict):
     growth_reserve: float = Field(default=0.0, ge=0, lt=1)

@@ -88,7 +88,10 @@ KNOBS: tuple[Knob, ...] = (
     Knob("kv_bytes", "engine.kv_cache_memory_bytes", "size"),
     Knob("kv_dtype", "engine.kv_cache_dtype", "str", default="auto"),
     Knob("quant", "engine.quantization", "str", whatif="quantization", clearable=True),
-    Knob("block_size", "engine.block_size", "int", default="16"),
+    # No fixed default: vLLM's backend picks the block size for the model and card when none is stated
+    # (MLA on Hopper with an fp8 cache: 64, app.core.mla_rules), so a stated 16 is not "not set" and
+    # stays in the URL; "not set" (`block_size=default`, the form's "vLLM's choice") leaves it out.
+    Knob("block_size", "engine.block_size", "int", clearable=True, removes="engine.block_size"),
     Knob("max_model_len", "engine.max_model_len", "int"),
     Knob("mnbt", "engine.max_num_batched_tokens", "int", vllm_default=True, whatif="max_num_batched_tokens",
          slider=(256, 65536, 256)),

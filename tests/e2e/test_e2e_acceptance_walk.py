@@ -60,7 +60,11 @@ def plan_numbers(page: Any) -> dict[str, Any]:
     block_match = re.search(r"--block-size (\d+)", flags)
     block_size = int(block_match[1]) if block_match else 16  # vLLM's default when the flag is left out
     if page.locator("#f-block_size").count():
-        assert int(page.input_value("#f-block_size")) == block_size
+        chosen = page.input_value("#f-block_size")
+        if chosen == "default":  # "vLLM's choice (N)": the size the plan runs with when none is stated
+            label = page.eval_on_selector("#f-block_size", "s => s.selectedOptions[0].text")
+            chosen = re.search(r"\((\d+)\)", label)[1]  # type: ignore[index]
+        assert int(chosen) == block_size
     assert tokens == blocks * block_size, (tokens, blocks, block_size)
     assert vllm_size == tokens
     assert _int(page.inner_text("[data-kpi=tokens] .value")) == tokens

@@ -104,7 +104,7 @@ def _result_values(form: dict[str, str], query: Mapping[str, str], result: Mappi
     form.update(
         tp=str(layout["tp"]), pp=str(layout["pp"]), dp=str(layout["dp"]),
         util=str(engine["gpu_memory_utilization"]), mnbt=str(engine["max_num_batched_tokens"]),
-        kv_dtype=engine["kv_cache_dtype"], block_size=str(engine["block_size"]),
+        kv_dtype=engine["kv_cache_dtype"],  # block_size is clearable: the document's own, else "vLLM's choice"
         quant=str(engine.get("quantization") or ""),
         growth=str(policy["growth_reserve"]),
     )
@@ -150,7 +150,7 @@ def _options(
         "models": model_options(form["model"], has_base),
         "tp": [(str(tp), str(tp)) for tp in tp_options],
         "kv_dtypes": [(d, d) for d in KV_CACHE_DTYPES],
-        "block_sizes": [(str(b), str(b)) for b in BLOCK_SIZES],
+        "block_sizes": [(UNSET, _block_size_choice(result)), *((str(b), str(b)) for b in BLOCK_SIZES)],
         "quant": quant_options(result, query, measured),
         "lora_ranks": lora_rank_options(result),
         "spec_methods": [(UNSET, "off"), *((m, m) for m in SPEC_METHODS)],
@@ -162,6 +162,11 @@ def _options(
         "cg_estimate": [(UNSET, f"version default ({_estimate_default(result)})"), ("true", "on (=1)"),
                         ("false", "off (=0)")],
     }
+
+
+def _block_size_choice(result: Mapping[str, Any] | None) -> str:
+    """The block-size select's "not set" option: the size vLLM runs the plan with when none is stated."""
+    return "vLLM's choice" if result is None else f"vLLM's choice ({result['block_size']})"
 
 
 def _estimate_default(result: Mapping[str, Any] | None) -> str:
