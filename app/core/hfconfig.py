@@ -44,10 +44,26 @@ class HFConfig:
         self._seen[keys] = found
         return found
 
-    def _class_default(self, keys: tuple[str, ...]) -> object:
+    def text_get(self, key: str) -> object:
+        """A key of the text config alone, as vLLM reads it from ``get_hf_text_config`` (vllm/
+        transformers_utils/config.py @28be48fa9): a multimodal config's top-level keys belong to the
+        composite config, not to the language model, so they are not looked at; an absent key takes
+        the text config class's default."""
+        if not self.nested:
+            return self.get(key)
+        value = self.text.get(key)
+        if value is None and key not in self.text:
+            value = self._class_default((key,), self._classes[:1])
+        return value
+
+    def text_int_or_none(self, key: str) -> int | None:
+        """``text_get`` as an integer (the same checks as ``int_or_none``)."""
+        return self._as_int(key, self.text_get(key))
+
+    def _class_default(self, keys: tuple[str, ...], classes: tuple[str, ...] | None = None) -> object:
         """The config class's default for an absent field, as transformers (and so vLLM) fills it."""
         for key in keys:
-            for model_type in self._classes:
+            for model_type in self._classes if classes is None else classes:
                 found, value = class_default(model_type, key)
                 if found:
                     self.defaulted[key] = (value, model_type)
@@ -55,18 +71,21 @@ class HFConfig:
         return None
 
     def int_or_none(self, *keys: str) -> int | None:
-        value = self.get(*keys)
+        return self._as_int(keys[0], self.get(*keys))
+
+    @staticmethod
+    def _as_int(key: str, value: object) -> int | None:
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise InputError(f"model.config.{keys[0]}", f"expected an integer, got {str(value)[:40]!r}")
+            raise InputError(f"model.config.{key}", f"expected an integer, got {str(value)[:40]!r}")
         if isinstance(value, float) and (not math.isfinite(value) or int(value) != value):
-            raise InputError(f"model.config.{keys[0]}", f"expected an integer, got {value!r}")
+            raise InputError(f"model.config.{key}", f"expected an integer, got {value!r}")
         if value < 0:
-            raise InputError(f"model.config.{keys[0]}", "must not be negative")
+            raise InputError(f"model.config.{key}", "must not be negative")
         if value > MAX_CONFIG_INT:
             # The stated range (README "Reliability"): no real config field comes near 2**40.
-            raise InputError(f"model.config.{keys[0]}", f"must be at most {MAX_CONFIG_INT:,} (2**40)")
+            raise InputError(f"model.config.{key}", f"must be at most {MAX_CONFIG_INT:,} (2**40)")
         return int(value)
 
     def int_req(self, *keys: str) -> int:

@@ -6,14 +6,17 @@ Theory of operation, rule by rule as vLLM @28be48fa9 (2026-05-24) applies them:
    since 0eee877f6, 2026-01-02; the same list in vllm/config/model.py ``_get_and_verify_max_len``
    since Whisper, e1a5c2f0a, 2025-01-03): the SMALLEST of ``LENGTH_KEYS`` the text config states;
    then a truthy ``model_max_length`` replaces it whatever its size (Command-R / Cohere / Aya).
+   Every key here is read from the text config alone (``hf_text_config``, vllm/transformers_utils/
+   config.py ``get_hf_text_config``): a multimodal config's top-level keys are not the language
+   model's, and a key its ``text_config`` omits takes the text class's default, not the top level's.
 2. None stated: 2048, "Assuming the model's maximum length is 2048" (``_get_and_verify_max_len``),
    and a max_model_len the user gives is taken unchecked.
-3. RoPE (``_get_and_verify_max_len``; the legacy ``rope_scaling`` patched into ``rope_parameters``
-   by vllm/transformers_utils/config.py ``patch_rope_parameters`` / ``patch_legacy_rope_type``:
-   ``type`` → ``rope_type``, ``su`` → ``longrope``, ``mrope`` → ``default``, a top-level
-   ``original_max_position_embeddings`` copied in): skipped when "gemma3" is in the text model_type;
-   otherwise every rope type but su / longrope / llama3 multiplies by its ``factor`` (a null one
-   counts 1.0), and ``yarn`` first sets the length to its ``original_max_position_embeddings``.
+3. RoPE (``_get_and_verify_max_len`` on the text config's ``rope_parameters``, built by transformers
+   v5 and patched by vLLM: see ``_rope_entries``; an untyped entry is a default rope, a
+   contradicting ``type`` or a legacy ``mrope`` without ``mrope_section`` is refused): skipped when
+   "gemma3" is in the text model_type; otherwise every rope type but su / longrope / llama3
+   multiplies by its ``factor`` (a null one counts 1.0), and ``yarn`` first sets the length to its
+   ``original_max_position_embeddings``.
 4. The default for a ``longrope`` model is the config's ``original_max_position_embeddings``
    (short factors), not the scaled length; the scaled length stays the limit.
 5. A given max_model_len above the derived length is refused unless it is at most the config's
@@ -53,6 +56,10 @@ ASSUMED_MAX_MODEL_LEN = 2048
 #: transformers' ALLOWED_LAYER_TYPES: rope_parameters keyed by these is one entry per layer type.
 _LAYER_TYPES = frozenset({"full_attention", "sliding_attention", "chunked_attention", "linear_attention"})
 _UNSCALED = ("su", "longrope", "llama3")  # rope types whose factor vLLM does not multiply by
+_LEGACY_PAIRS = {("su", "longrope"), ("mrope", "default")}  # type / rope_type pairs vLLM lets stand
+#: text config classes whose convert_rope_params_to_dict turns rope_type 'mrope' into 'default'
+#: (transformers 5.5.3 configuration_qwen2_vl.py / configuration_qwen2_5_vl.py)
+_MROPE_TO_DEFAULT = frozenset({"qwen2_vl", "qwen2_vl_text", "qwen2_5_vl", "qwen2_5_vl_text"})
 
 
 @dataclass(frozen=True)
@@ -72,28 +79,47 @@ class MaxLen:
 
 
 def _rope_entries(cfg: HFConfig) -> list[dict[str, object]] | None:
-    """The text config's RoPE parameters as vLLM patches them, one dict per layer type."""
-    raw = cfg.get("rope_scaling")
-    if raw is None:
-        raw = cfg.get("rope_parameters")
+    """The text config's RoPE parameters as vLLM sees them, one dict per layer type.
+
+    transformers v5 (vLLM @28be48fa9 is tested with 5.5.3, requirements/test/cuda.txt) builds them
+    when it loads the config: ``rope_scaling or rope_parameters``; ``standardize_rope_params`` sets an
+    absent ``rope_type`` to the legacy ``type`` or else "default" (so an untyped entry is a default
+    rope, its factor still counted below) and gives llama3 / yarn / longrope an
+    ``original_max_position_embeddings``: the config's own top-level one first, else the entry's,
+    else ``max_position_embeddings``. Qwen2-VL's and Qwen2.5-VL's text classes turn ``mrope`` into
+    "default" first. Then vLLM's ``patch_legacy_rope_type`` refuses a ``rope_type`` that contradicts
+    ``type``, and a legacy ``mrope`` without ``mrope_section``, and renames su → longrope, mrope →
+    default. (Under transformers 4.x, which vLLM also allows, ``patch_legacy_rope_type`` refuses any
+    untyped entry instead: "rope_parameters should have a 'rope_type' key".)"""
+    raw = cfg.text_get("rope_scaling") or cfg.text_get("rope_parameters")
     if not isinstance(raw, Mapping) or not raw:
         return None  # a default rope (rope_theta only) has no factor: the same length
     nested = set(raw).issubset(_LAYER_TYPES)
     entries = [dict(v) for v in raw.values() if isinstance(v, Mapping)] if nested else [dict(raw)]
-    ompe = cfg.get("original_max_position_embeddings")
+    ompe = None if nested else cfg.text_get("original_max_position_embeddings")
     for rp in entries:
-        if "rope_type" not in rp and "type" in rp:
-            rp["rope_type"] = rp["type"]
-        if "rope_type" not in rp and rp.get("factor") is not None:
-            # the length hangs on the type; vLLM refuses any untyped entry ('rope_parameters should
-            # have a 'rope_type' key'), which we keep only for one that scales nothing (mrope_section)
-            raise InputError("model.config.rope_scaling", "states a factor but no rope_type (or type); vLLM "
-                             "refuses it ('rope_parameters should have a 'rope_type' key')")  # fmt: skip
-        rp.setdefault("rope_type", "default")
-        rp["rope_type"] = {"su": "longrope", "mrope": "default"}.get(str(rp["rope_type"]), rp["rope_type"])
-        if ompe is not None and not nested:
-            rp["original_max_position_embeddings"] = ompe
+        rp.setdefault("rope_type", rp.get("type", "default"))
+        if rp["rope_type"] == "mrope" and _text_model_type(cfg) in _MROPE_TO_DEFAULT:
+            rp["rope_type"] = "default"
+        if rp["rope_type"] in ("llama3", "yarn", "longrope"):
+            if ompe is not None:
+                rp["original_max_position_embeddings"] = ompe
+            else:
+                rp.setdefault("original_max_position_embeddings", cfg.text_get("max_position_embeddings"))
+        _patch_legacy(rp)
     return entries
+
+
+def _patch_legacy(rp: dict[str, object]) -> None:
+    """vLLM's ``patch_legacy_rope_type`` on one entry (vllm/transformers_utils/config.py @28be48fa9)."""
+    rope_type, legacy = rp["rope_type"], rp.get("type")
+    if legacy is not None and rope_type != legacy and (legacy, rope_type) not in _LEGACY_PAIRS:
+        raise InputError("model.config.rope_scaling", f"states rope_type {rope_type!r} and type {legacy!r}; vLLM "
+                         "refuses the conflict ('You should only specify one of them')")  # fmt: skip
+    if rope_type == "mrope" and "mrope_section" not in rp:
+        raise InputError("model.config.rope_scaling", "states the legacy rope_type 'mrope' without mrope_section; "
+                         "vLLM refuses it (\"Legacy rope_type 'mrope' requires 'mrope_section'\")")  # fmt: skip
+    rp["rope_type"] = {"su": "longrope", "mrope": "default"}.get(str(rope_type), rope_type)
 
 
 def _number(rp: Mapping[str, object], key: str) -> float:
@@ -125,7 +151,7 @@ def _scaled(cfg: HFConfig, derived: float, entries: list[dict[str, object]] | No
 
 def derive_max_len(cfg: HFConfig) -> MaxLen:
     """vLLM's default and limit for max_model_len from this config (rules 1-4 above)."""
-    stated = {key: v for key in LENGTH_KEYS if (v := cfg.int_or_none(key)) is not None}
+    stated = {key: v for key in LENGTH_KEYS if (v := cfg.text_int_or_none(key)) is not None}
     key = min(stated, key=lambda k: stated[k]) if stated else None  # the first of equal ones, as vLLM keeps
     derived = float(stated[key]) if key else math.inf
     model_max_length = stated.get("model_max_length")
@@ -135,7 +161,7 @@ def derive_max_len(cfg: HFConfig) -> MaxLen:
     scaled = _scaled(cfg, derived if key else float(ASSUMED_MAX_MODEL_LEN), entries)
     default = int(scaled)
     if entries is not None and any(rp["rope_type"] == "longrope" for rp in entries):
-        default = cfg.int_or_none("original_max_position_embeddings") or default
+        default = cfg.text_int_or_none("original_max_position_embeddings") or default
     return MaxLen(default=default, limit=int(scaled) if key else None, key=key, model_max_length=model_max_length)
 
 

@@ -34,7 +34,9 @@ CLASS_DEFAULTS = {"gemma3_text": {"max_position_embeddings": 131072}}
 
 
 def _vllm_max_len(config: dict[str, Any]) -> tuple[int, float]:
-    """(default, derived) for a config, transcribed from vLLM @28be48fa9 with transformers v4."""
+    """(default, derived) for a config, transcribed from vLLM @28be48fa9 with transformers 5.5.3 (the
+    version its tests pin, requirements/test/cuda.txt): rope_scaling or rope_parameters, an absent
+    rope_type set by standardize_rope_params, then vLLM's patch_legacy_rope_type renames."""
     text = config.get("text_config") or config
     model_type = text.get("model_type") or ("gemma3_text" if config.get("model_type") == "gemma3" else "")
     hf = {**CLASS_DEFAULTS.get(model_type, {}), **text}
@@ -44,14 +46,16 @@ def _vllm_max_len(config: dict[str, Any]) -> tuple[int, float]:
             derived = min(derived, hf[key])
     if hf.get("model_max_length"):
         derived = hf["model_max_length"]
-    # patch_rope_parameters / patch_legacy_rope_type
-    rope = hf.get("rope_scaling")
-    if rope is not None:
+    # transformers' convert_rope_params_to_dict / standardize_rope_params, vLLM's patch_legacy_rope_type
+    rope = hf.get("rope_scaling") or hf.get("rope_parameters")
+    if rope:
         rope = dict(rope)
-        if hf.get("original_max_position_embeddings") is not None:
-            rope["original_max_position_embeddings"] = hf["original_max_position_embeddings"]
-        if "rope_type" not in rope:
-            rope["rope_type"] = rope["type"]
+        rope.setdefault("rope_type", rope.get("type", "default"))
+        if rope["rope_type"] in ("llama3", "yarn", "longrope"):
+            if hf.get("original_max_position_embeddings") is not None:
+                rope["original_max_position_embeddings"] = hf["original_max_position_embeddings"]
+            else:
+                rope.setdefault("original_max_position_embeddings", hf.get("max_position_embeddings"))
         rope["rope_type"] = {"su": "longrope", "mrope": "default"}.get(rope["rope_type"], rope["rope_type"])
     if derived == float("inf"):
         derived = 2048
@@ -179,15 +183,37 @@ def test_gemma3_is_not_scaled_again() -> None:
     assert _derived(entry.config_dict()) == (131072, 131072, "max_position_embeddings")
 
 
-def test_rope_scaling_without_a_type_is_refused_as_vllm_refuses_it() -> None:
+def test_rope_scaling_without_a_type_is_a_default_rope_as_vllm_reads_it() -> None:
+    """transformers 5.5.3 (vLLM @28be48fa9's pinned test version) sets an absent rope_type to "default"
+    (standardize_rope_params) before vLLM's patch_legacy_rope_type sees it, and
+    _get_and_verify_max_len multiplies by the factor of any type but su / longrope / llama3.
+    Before: an untyped entry with a factor was refused, as only transformers 4.x makes vLLM refuse it."""
+    base = {**LLAMA, "max_position_embeddings": 4096}
+    assert _derived({**base, "rope_scaling": {"mrope_section": [16, 24, 24]}}) == (
+        4096,
+        4096,
+        "max_position_embeddings",
+    )
+    assert _derived({**base, "rope_scaling": {"factor": 2.0}}) == (8192, 8192, "max_position_embeddings")
+    # yarn without its own original length takes max_position_embeddings (hand: 4096 × 2)
+    assert _derived({**base, "rope_scaling": {"rope_type": "yarn", "factor": 2.0}})[0] == 8192
+
+
+@pytest.mark.parametrize(
+    ("rope", "words"),
+    [
+        ({"type": "mrope"}, "legacy rope_type 'mrope' without mrope_section"),
+        ({"type": "linear", "rope_type": "dynamic", "factor": 2.0}, "rope_type 'dynamic' and type 'linear'"),
+    ],
+)
+def test_rope_scaling_vllm_refuses_is_refused_under_the_field(rope: dict[str, Any], words: str) -> None:
+    """vllm/transformers_utils/config.py patch_legacy_rope_type @28be48fa9 raises on both."""
     with pytest.raises(InputError) as err:
-        derive_max_len(HFConfig({**LLAMA, "max_position_embeddings": 4096, "rope_scaling": {"factor": 2.0}}))
-    assert err.value.field == "model.config.rope_scaling"
-    with pytest.raises(InputError) as err:
-        derive_max_len(
-            HFConfig({**LLAMA, "max_position_embeddings": 4096, "rope_scaling": {"rope_type": "yarn", "factor": 2.0}})
-        )
-    assert err.value.field == "model.config.rope_scaling.original_max_position_embeddings"
+        derive_max_len(HFConfig({**LLAMA, "max_position_embeddings": 4096, "rope_scaling": rope}))
+    assert err.value.field == "model.config.rope_scaling" and words in err.value.message
+    # Qwen2-VL's text class turns a legacy mrope into default itself (transformers 5.5.3)
+    qwen2_vl = {**LLAMA, "model_type": "qwen2_vl", "max_position_embeddings": 4096, "rope_scaling": {"type": "mrope"}}
+    assert _derived(qwen2_vl) == (4096, 4096, "max_position_embeddings")
 
 
 def _all_configs() -> list[tuple[str, dict[str, Any]]]:
@@ -235,8 +261,9 @@ def test_a_given_length_above_the_derived_one_is_refused_as_vllm_refuses_it() ->
     with pytest.raises(InputError) as err:
         kv_bytes_report(config, max_model_len=65536)
     assert err.value.field == "--max-model-len"  # kvledger kv-bytes: named by the option as written
-    assert err.value.message.startswith("--max-model-len: 65,536 is more than the model's derived maximum length "
-                                        "40,960")
+    assert err.value.message.startswith(
+        "--max-model-len: 65,536 is more than the model's derived maximum length 40,960"
+    )
     # no length key: vLLM takes a given length unchecked
     _plan("falcon-mamba-7b", 1_000_000)
 
@@ -292,8 +319,10 @@ def test_allow_long_max_model_len_plans_the_longer_length_with_vllms_warning() -
                        with_levers=False)  # fmt: skip
     assert allowed["engine"]["max_model_len"] == 65536
     (note,) = [n for n in allowed["notes"] if "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in n]
-    assert note.startswith("max_model_len 65,536 is more than the model's derived maximum length 40,960 "
-                           "(max_position_embeddings in its config.json): planned as vLLM starts it")
+    assert note.startswith(
+        "max_model_len 65,536 is more than the model's derived maximum length 40,960 "
+        "(max_position_embeddings in its config.json): planned as vLLM starts it"
+    )
     assert "extreme caution" in note and "nan" in note and "out-of-bounds" in note
     # on measured ranks with the variable stated, the same warning (not the 'config override' guess)
     measured = run_plan({**doc, "engine": {"max_model_len": 65536, "allow_long_max_model_len": True},
@@ -320,3 +349,43 @@ def test_kv_bytes_sizes_a_long_length_with_the_flag(tmp_path: Path, capsys: pyte
     assert main(["kv-bytes", str(path), "--max-model-len", "65536", "--allow-long-max-model-len", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["max_model_len"] == 65536
     assert main(["kv-bytes", str(path), "--max-model-len", "65536", "--json"]) == 2
+
+
+def test_a_multimodal_config_is_read_from_its_text_config_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """vLLM reads the length keys and the RoPE of ``hf_text_config`` (get_hf_text_config; _get_and_verify_max_len
+    is called with hf_config=self.hf_text_config, vllm/config/model.py @28be48fa9): a composite config's
+    top-level keys are not looked at, and a key the text_config omits takes its class's default
+    (Qwen3VLMoeTextConfig: max_position_embeddings 128000, transformers 5.5.3). Before: the top level was
+    the fallback, so `kvledger kv-bytes` planned at 8,192 and at 4 × 262,144."""
+    from app.cli import main
+
+    real = json.loads((SHARED_CONFIGS / "qwen3-vl-30b-a3b.json").read_text())
+    text = {k: v for k, v in real["text_config"].items() if k != "max_position_embeddings"}
+    variants = [
+        ({**real, "max_position_embeddings": 8192, "text_config": text}, 128000),
+        ({**real, "rope_scaling": {"rope_type": "linear", "factor": 4.0}}, 262144),
+    ]
+    for n, (config, tokens) in enumerate(variants):
+        path = tmp_path / f"config{n}.json"
+        path.write_text(json.dumps(config))
+        assert main(["kv-bytes", str(path), "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["max_model_len"] == tokens
+
+
+def test_kv_bytes_reads_rope_as_vllm_with_transformers_v5(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`kvledger kv-bytes`: an untyped rope_scaling plans as a default rope (its factor counted), a legacy
+    mrope without mrope_section is refused naming the field. Before: the first was refused, the second planned."""
+    from app.cli import main
+
+    base = {**LLAMA, "max_position_embeddings": 4096}
+    for rope, expected in [({"factor": 2.0}, 8192), ({"mrope_section": [16, 24, 24]}, 4096), ({"type": "mrope"}, None)]:
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps({**base, "rope_scaling": rope}))
+        code = main(["kv-bytes", str(path), "--json"])
+        out = capsys.readouterr()
+        if expected is None:
+            assert code == 2 and "config.rope_scaling: states the legacy rope_type" in out.err
+        else:
+            assert code == 0 and json.loads(out.out)["max_model_len"] == expected
