@@ -190,7 +190,10 @@ def cmd_size(args: argparse.Namespace) -> int:
     from app.cli_size import render
     from app.services.sizing import run_size
 
-    text, status = render(run_size(read_json(args.file, "sizing document")), args.json)
+    doc = read_json(args.file, "sizing document")
+    if args.allow_long_max_model_len and isinstance(doc, dict) and isinstance(doc.get("engine", {}), dict):
+        doc["engine"] = {**doc.get("engine", {}), "allow_long_max_model_len": True}  # else the field's own error
+    text, status = render(run_size(doc), args.json)
     print(text)
     return status
 
@@ -460,6 +463,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("size", help="the smallest deployments that serve a target (sizing document, file or -)")
     p.add_argument("file")
+    p.add_argument("--allow-long-max-model-len", action="store_true",
+                   help="VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: a target max_model_len above the model's own, as vLLM warns "
+                   "(the document's engine.allow_long_max_model_len)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_size)
 

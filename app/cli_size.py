@@ -12,7 +12,7 @@ from typing import Any
 
 def size_table(out: dict[str, Any]) -> str:
     """The ranked options, the near misses and what was searched, one line each."""
-    lines = [out["message"], ""]
+    lines = [out["message"], *out.get("notes", []), ""]
     if out["options"]:
         lines.append(f"{'#':>3} {'GPUs':>4}  {'layout':<40} {'KV':<6} {'weights':<8} {'util':>5} "
                      f"{'tokens/engine':>13} {'concurrency':>11} {'headroom':>8}")  # fmt: skip
@@ -23,6 +23,8 @@ def size_table(out: dict[str, Any]) -> str:
                      f"{o['headroom_text']:>8}")  # fmt: skip
         if o["processes"] > 1:  # vLLM's DP ranks never share a GPU: one process per engine on a card
             lines.append(f"      run {o['processes']} such vllm serve processes on the same GPUs, each its own --port:")
+        if o.get("env"):  # the environment vLLM must start with (app.core.exports.env_of)
+            lines.append("      env: " + " ".join(f"{k}={v}" for k, v in sorted(o["env"].items())))
         lines.append(f"      {' '.join(o['flags'])}")
         lines.append(f"      {o['url']}")
     if out["feasible"] > len(out["options"]):

@@ -101,6 +101,9 @@ class SizingEngineDoc(_Strict):
     max_num_batched_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
     max_num_seqs: int | None = Field(default=None, ge=1, le=1_000_000)
     enforce_eager: bool = False
+    #: VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: a target max_model_len above the model's derived length is
+    #: planned as vLLM starts it, with its warning (the plan's engine.allow_long_max_model_len)
+    allow_long_max_model_len: bool = False
 
 
 class SizingPolicyDoc(_Strict):

@@ -116,7 +116,7 @@ def _measured_length_note(shape: ModelShape, max_model_len: int) -> str | None:
 
 
 #: How a plan sets the variable, said after the refusal (`_checked_length`).
-_ALLOW_LONG_HOW = (
+ALLOW_LONG_HOW = (
     "; to plan a run started with it, tick 'Allow long max model len' on the plan page "
     "(allow_long=true in its URL) or set engine.allow_long_max_model_len: true in the plan document"
 )
@@ -133,7 +133,7 @@ def _checked_length(shape: ModelShape | None, max_model_len: int) -> None:
     try:
         check_given_max_model_len("engine.max_model_len", shape, max_model_len)
     except InputError as exc:
-        raise InputError(exc.field, exc.message + _ALLOW_LONG_HOW) from None
+        raise InputError(exc.field, exc.message + ALLOW_LONG_HOW) from None
 
 
 def _engine(doc: PlanDocument, model: ModelInput, version: str) -> Engine:

@@ -22,7 +22,9 @@ from typing import Any
 from urllib.parse import urlencode
 
 from app.core.errors import InputError
+from app.core.exports import env_of
 from app.core.ledger import RankInput
+from app.core.max_len import long_length_note
 from app.core.plan import PlanInput, PlanResult, compute
 from app.core.report import flags
 from app.core.shape import default_max_model_len
@@ -55,6 +57,8 @@ class Sizing:
     #: The model has MoE layers: vLLM splits the experts over tp × dp (FusedMoEParallelConfig.make,
     #: fused_moe/config.py @28be48fa9), so each replica count is planned on its own.
     per_dp: bool = False
+    #: vLLM's warning for a target max_model_len above the model's length, planned with the variable set
+    notes: tuple[str, ...] = ()
     _built: dict[tuple[object, ...], PlanInput] = field(default_factory=dict)
 
     def plan_document(self, config: EngineConfig, dp: int = 1) -> JSON:
@@ -71,7 +75,8 @@ class Sizing:
                         "kv_cache_dtype": config.kv_cache_dtype, "max_model_len": self.target.max_model_len}
         optional = {"quantization": config.quantization, "max_num_batched_tokens": e.max_num_batched_tokens,
                     "max_num_seqs": e.max_num_seqs, "block_size": e.block_size if e.block_size != 16 else None,
-                    "enforce_eager": e.enforce_eager or None}  # fmt: skip
+                    "enforce_eager": e.enforce_eager or None,
+                    "allow_long_max_model_len": e.allow_long_max_model_len or None}  # fmt: skip
         engine.update({k: v for k, v in optional.items() if v is not None})
         policy: JSON = {"avg_live_tokens": self.target.live_tokens}
         if d.policy.growth_reserve:
@@ -165,14 +170,18 @@ def resolve(doc: object) -> Sizing:
         rules = rules_for(version)
     except InputError as exc:
         raise InputError("vllm_version", exc.message) from None
+    allow_long = d.engine.allow_long_max_model_len
     probe = {"model": d.model.model_dump(mode="json", exclude_none=True), "gpu": {"total": 2**40},
-             "vllm_version": version, "engine": {"max_model_len": d.target.max_model_len or 1}}  # fmt: skip
+             "vllm_version": version, "engine": {"max_model_len": d.target.max_model_len or 1,
+                                                 "allow_long_max_model_len": allow_long}}  # fmt: skip
     try:
         base = plan_inputs.build_plan(validate_plan(probe))
     except InputError as exc:  # the probe carries the target's length: its error is the target's
         if exc.field != "engine.max_model_len":
             raise
-        raise InputError("target.max_model_len", exc.message) from None
+        message = exc.message.removesuffix(plan_inputs.ALLOW_LONG_HOW)  # the plan page's how, said for sizing
+        how = _ALLOW_LONG_HOW if message != exc.message else ""
+        raise InputError("target.max_model_len", message + how) from None
     shape = base.model.shape
     mml = d.target.max_model_len or (default_max_model_len(shape)[0] if shape else None)
     if mml is None:
@@ -190,7 +199,17 @@ def resolve(doc: object) -> Sizing:
         raise InputError("options", f"{n:,} candidates is more than one search takes ({MAX_CANDIDATES:,}): "
                                     "narrow gpus, max_gpus or the options lists")  # fmt: skip
     target = Target(mml, d.target.concurrency, d.target.avg_live_tokens, d.target.tokens)
-    return Sizing(d, target, space, version, per_dp=bool(shape and shape.num_experts))
+    long_note = long_length_note(mml, shape.max_len) if allow_long and shape and shape.max_len else None
+    return Sizing(d, target, space, version, per_dp=bool(shape and shape.num_experts),
+                  notes=(long_note,) if long_note else ())  # fmt: skip
+
+
+#: How a sizing sets VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, said after the target's refusal.
+_ALLOW_LONG_HOW = (
+    "; to size runs started with it, tick 'Allow long max model len' on the size page (allow_long=true in its "
+    "URL), set engine.allow_long_max_model_len: true in the sizing document or pass --allow-long-max-model-len "
+    "to kvledger size"
+)
 
 
 def plan_url(doc: JSON) -> str:
@@ -232,7 +251,7 @@ def candidate_json(sizing: Sizing, cand: Candidate, miss: str | None) -> JSON:
         "headroom": round(headroom(cand, sizing.target), 4) if miss is None else None,
         "headroom_text": headroom_text(headroom(cand, sizing.target) if miss is None else None),
         "meets_target": miss is None, "missing": miss, "label": c.label, "compromises": compromises(c),
-        "flags": flags(full), "plan": doc, "url": plan_url(doc),
+        "flags": flags(full), "env": env_of({"engine": doc["engine"]}), "plan": doc, "url": plan_url(doc),
     }  # fmt: skip
 
 
@@ -261,7 +280,7 @@ def answer_json(sizing: Sizing, answer: Answer) -> JSON:
         "target": {"max_model_len": t.max_model_len, "concurrency": t.concurrency,
                    "avg_live_tokens": t.live_tokens, "tokens": t.tokens},
         "vllm_version": sizing.vllm_version, "max_gpus": sizing.space.max_gpus,
-        "message": _message(sizing, answer),
+        "message": _message(sizing, answer), "notes": list(sizing.notes),
         "options": [candidate_json(sizing, c, None) for c in answer.options[:limit]],
         "feasible": len(answer.options), "searched": answer.searched, "evaluated": answer.evaluated,
         "skipped": answer.skipped,

@@ -15,7 +15,7 @@ from app.services.plan_query import longest_prefix_key
 
 #: (query key, label) in form order.
 KEYS: tuple[str, ...] = ("model", "max_model_len", "concurrency", "live", "tokens", "gpus", "max_gpus", "tp", "pp",
-                         "kv_dtype", "quant", "util", "engines", "growth", "vllm", "limit")  # fmt: skip
+                         "kv_dtype", "quant", "util", "engines", "growth", "vllm", "limit", "allow_long")  # fmt: skip
 #: The example the page opens with (issue 13): Llama-3.1-70B, 32k context, 40 × 12k live tokens.
 EXAMPLE: dict[str, str] = {
     "model": "llama-3.1-70b", "max_model_len": "32768", "concurrency": "40", "live": "12000",
@@ -29,7 +29,11 @@ PATH_KEYS: dict[str, str] = {
     "max_gpus": "max_gpus", "options.tp": "tp", "options.pp": "pp", "options.kv_cache_dtype": "kv_dtype",
     "options.quantization": "quant", "options.gpu_memory_utilization": "util", "options.engines_per_gpu": "engines",
     "options": "gpus", "policy.growth_reserve": "growth", "vllm_version": "vllm", "limit": "limit",
+    "engine.allow_long_max_model_len": "allow_long",
 }  # fmt: skip
+#: Checkboxes: an unticked one submits "false" (the hidden field before it), the document's default,
+#: left out of the canonical URL as a blank field is.
+CHECKBOXES = ("allow_long",)
 
 
 def field_key(path: str) -> str | None:
@@ -37,8 +41,9 @@ def field_key(path: str) -> str | None:
 
 
 def clean(params: Mapping[str, str]) -> dict[str, str]:
-    """The form's keys of a request, stripped, blanks dropped."""
-    return {k: v.strip() for k, v in params.items() if k in KEYS and v.strip()}
+    """The form's keys of a request, stripped, blanks (and unticked boxes) dropped."""
+    return {k: v.strip() for k, v in params.items()
+            if k in KEYS and v.strip() and not (k in CHECKBOXES and v.strip() == "false")}  # fmt: skip
 
 
 def _int(key: str, text: str) -> int:
@@ -95,6 +100,10 @@ def document(query: Mapping[str, str]) -> dict[str, Any]:
         doc["policy"] = {"growth_reserve": _float("growth", q["growth"])}
     if "vllm" in q:
         doc["vllm_version"] = q["vllm"]
+    if "allow_long" in q:
+        if q["allow_long"] != "true":
+            raise InputError("allow_long", f"expected true or false, got {q['allow_long']!r}")
+        doc["engine"] = {"allow_long_max_model_len": True}
     return doc
 
 
