@@ -65,6 +65,9 @@ class Knob:
     #: on): an engine section (its null wins over the base's command) or a value inside one (dropped
     #: from a copy of the base's section, so the schema's default applies). No section, nothing removed.
     removes: str | None = None
+    #: With `clearable`: a text field, whose empty value is `key=default` (`app.web.querystring.clean`):
+    #: blanking it clears a base's value as a select's "not set" does (a blank is dropped otherwise).
+    blank_clears: bool = False
 
     @property
     def limits(self) -> Limits:
@@ -96,7 +99,8 @@ KNOBS: tuple[Knob, ...] = (
     Knob("mnbt", "engine.max_num_batched_tokens", "int", vllm_default=True, whatif="max_num_batched_tokens",
          slider=(256, 65536, 256)),
     Knob("max_num_seqs", "engine.max_num_seqs", "int"),
-    Knob("loras", "engine.lora.max_loras", "int", whatif="max_loras"),
+    Knob("loras", "engine.lora.max_loras", "int", whatif="max_loras", clearable=True, removes="engine.lora",
+         blank_clears=True),  # blank: LoRA off, the base's section gone
     Knob("lora_rank", "engine.lora.max_lora_rank", "int", whatif="max_lora_rank", clearable=True,
          removes="engine.lora.max_lora_rank"),  # not set: vLLM's 16, the base's LoRA slots kept
     Knob("spec", "engine.speculative.method", "str",  # eagle | eagle3 | mtp | draft_model | ngram
@@ -110,10 +114,12 @@ KNOBS: tuple[Knob, ...] = (
     Knob("vllm", "vllm_version", "str", structural=True, aliases=("vllm",)),
     # Issue 15: DP/EP layouts, KV offload tiers (app.core.kv_tiers), prefix caching (app.core.prefix_pool).
     Knob("ep", "layout.expert_parallel", "bool", default="false", structural=True),
-    Knob("offload", "engine.kv_offload.cpu_bytes", "size", aliases=("engine.kv_offload",)),
+    Knob("offload", "engine.kv_offload.cpu_bytes", "size", aliases=("engine.kv_offload",), clearable=True,
+         removes="engine.kv_offload", blank_clears=True),  # blank: no offload, the base's section gone
     Knob("offload_backend", "engine.kv_offload.backend", "str", default="native", clearable=True,
          removes="engine.kv_offload.backend"),  # not set: native, the base's offload sizes kept
-    Knob("offload_disk", "engine.kv_offload.disk_bytes", "size"),
+    Knob("offload_disk", "engine.kv_offload.disk_bytes", "size", clearable=True,
+         removes="engine.kv_offload.disk_bytes", blank_clears=True),  # blank: no disk tier, the CPU tier kept
     Knob("host_mem", "node.host_memory_bytes", "size", aliases=("node",)),
     Knob("gpus_per_node", "node.gpus_per_node", "int"),
     Knob("prefix", "engine.enable_prefix_caching", "bool", clearable=True),

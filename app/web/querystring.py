@@ -23,6 +23,8 @@ FROM_KEY = "from"
 KEYS: tuple[str, ...] = ("base", *(knob.key for knob in plan_query.KNOBS), FROM_KEY)
 _SLUG = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 FIELD_KEYS_SET = frozenset(KEYS)
+#: The text fields whose empty value is `key=default` (`plan_query.Knob.blank_clears`).
+BLANK_CLEARS = frozenset(knob.key for knob in plan_query.KNOBS if knob.blank_clears)
 #: vLLM's own names for a knob (its `vllm serve` flags and EngineArgs fields), which a link built
 #: from a deployment uses: each `engine.<flag>` knob by its path, and the layout / LoRA flags by
 #: name (vllm/engine/arg_utils.py EngineArgs @4dd49b06f). Read with `-` or `_`. Before, such a key
@@ -54,6 +56,8 @@ def clean(params: Mapping[str, str] | Iterable[tuple[str, str]]) -> dict[str, st
                 continue  # not a saved plan's slug: ignored like an unknown key
             if text:
                 out[key] = text
+            elif key in BLANK_CLEARS:
+                out[key] = plan_query.UNSET  # a blanked text field clears the base's value
             else:
                 out.pop(key, None)
     return out

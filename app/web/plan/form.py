@@ -59,7 +59,9 @@ def model_options(current: str, with_base: bool) -> list[tuple[str, str]]:
 
 
 #: The selects whose "not set" option clears the knob (`plan_query.UNSET`), even where a base sets it.
-CLEARABLE = tuple(knob.key for knob in plan_query.KNOBS if knob.clearable)
+CLEARABLE = tuple(knob.key for knob in plan_query.KNOBS if knob.clearable and not knob.blank_clears)
+#: The text fields a blank clears (`plan_query.Knob.blank_clears`): their `default` shows as blank.
+BLANK_CLEARS = tuple(knob.key for knob in plan_query.KNOBS if knob.blank_clears)
 
 
 def form_context(
@@ -69,6 +71,7 @@ def form_context(
     """The form's values, options and placeholders (from the result when there is one; `doc`: the
     plan document it ran, whose own settings the clearable selects show)."""
     form = {key: query.get(key, "") for key in FORM_KEYS}
+    form.update({key: "" for key in BLANK_CLEARS if form[key] == plan_query.UNSET})
     form["base"], form["from"] = query.get("base", ""), query.get(querystring.FROM_KEY, "")
     placeholders: dict[str, str] = {}
     tp_options = [1, 2, 4, 8]
@@ -112,6 +115,9 @@ def _result_values(form: dict[str, str], query: Mapping[str, str], result: Mappi
         form["gpu"] = plan_query.DEFAULT_GPU_NAME
     lora = engine.get("lora") or {}
     form["loras"] = form["loras"] or str(lora.get("max_loras") or "")
+    offload = engine.get("kv_offload") or {}  # the tiers the plan ran with (a base's included)
+    form["offload"] = form["offload"] or size_text(offload.get("cpu_bytes"))
+    form["offload_disk"] = form["offload_disk"] or size_text(offload.get("disk_bytes"))
     form["lora_rank"] = form["lora_rank"] or str(lora.get("max_lora_rank") or "")
     spec = engine.get("speculative") or {}
     form["spec"] = form["spec"] or str(spec.get("method") or "")
