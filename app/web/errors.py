@@ -33,7 +33,7 @@ from app.core.errors import ConflictError, InputError
 from app.db import repository as repo
 from app.schema_bounds import bound_message
 from app.services.sim_jobs import JobLimitError
-from app.web import querystring
+from app.web import htmx, querystring
 from app.web.headers import HEADERS as SECURITY_HEADERS
 from app.web.limits import wants_json
 from app.web.responses import PageSpec, declared_page, render
@@ -70,7 +70,11 @@ async def input_error(request: Request, exc: Exception) -> Response:
         return error_json(exc.field, exc.message, status)
     spec = declared or ERROR_PAGE
     context = {**error_context(exc, spec.field_key), "status": status, "title": "Input error"}
-    return render(request, spec, context, status_code=status)
+    response = render(request, spec, context, status_code=status)
+    asked = getattr(request.state, "asked_url", None)
+    if isinstance(asked, str):  # an htmx what-if the plan refused: the address bar shows what was asked,
+        htmx.replace_url(response, asked)  # so a reload or a copied link shows this refusal, not the last plan
+    return response
 
 
 def _loc(loc: tuple[int | str, ...] | list[int | str]) -> str:

@@ -103,7 +103,8 @@ def test_invalid_field_in_htmx_request_is_a_fragment_with_the_error_slot(
     assert response.status_code == 422
     assert [e.block for e in renders] == PLAN_BLOCKS
     assert "tp" in renders[0].context["field_errors"]
-    assert "HX-Replace-Url" not in response.headers
+    # the address bar shows what was asked (a reload shows this refusal), not the last good plan
+    assert response.headers["HX-Replace-Url"] == "/plan?tp=3"
     assert "Traceback" not in response.text
 
 

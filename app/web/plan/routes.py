@@ -105,6 +105,8 @@ def _plan_page(request: Request) -> Response:
     items = _query_items(request)
     params, spec = _declare_plan(request, PLAN_FRAGMENT, items)
     hx = htmx.details(request)
+    if hx.request:  # a refused what-if's address is what was asked (app.web.errors.input_error)
+        request.state.asked_url = querystring.page_url("/plan", params)
     # A slider tick re-renders the results without the levers; they refresh in their own request.
     levers = False if hx.wants_fragment else None
     view = views.plan_view(params, _bases(request), levers, _cache(request), cleaned=True)
