@@ -174,6 +174,27 @@ UNSEEN: tuple[tuple[int, Case, tuple[str, ...]], ...] = (
     (29, Case(P + "76-v0120-qwen3-vl-30b-a3b-2xh100-tp2-seqs256-vision.log", 0, "qwen3-vl-30b-a3b-instruct",
               "H100 80GB", "0.12.0", 2, 0.9, 65536, max_num_batched_tokens=8192, max_num_seqs=256,
               interconnect="nvlink"), ("measured", "estimated")),
+    # stop 29 (second batch, scored before any estimator change like the first): DaisukeTakai/eval_dataset's committed
+    # vllm_judge.log and vllm_predict.log, two vLLM 0.10.0 (printed) start-ups at TP8 on one cluster's 8x H100 80GB
+    # HBM3 (the judge's fused-MoE warning names the card; the predict run of the same repository and day on the same
+    # /home/Competition2025 cluster prints no card name: 7.69 + 55.62 GiB at 0.9 need an 80 GB class card, inferred),
+    # NVLink (the custom all-reduce reads its P2P cache and registers graph buffers for all eight), utilization 0.9
+    # (vLLM's default: not among the printed non-default args), 8192 batched tokens (printed), 1024 sequences (the
+    # >= 70 GiB default), the native sampler ("FlashInfer is not available"), fp8 KV cache (printed; the available KV
+    # bytes do not depend on it). 77: Qwen3-235B-A22B-FP8 with expert parallelism at 32768 tokens; 78: Qwen3-32B at
+    # 32768 tokens. v0.10.0 is before PR #25359: the communicators are in the non-torch row
+    (29, Case(P + "77-v0100-qwen3-235b-a22b-fp8-8xh100-tp8-ep.log", 0, "qwen3-235b-a22b-fp8", "H100 80GB", "0.10.0", 8,
+              0.9, 32768, expert_parallel=True, max_num_batched_tokens=8192, interconnect="nvlink"),
+     ("measured", "estimated")),
+    (29, Case(P + "78-v0100-qwen3-32b-fp8kv-8xh100-tp8.log", 0, "qwen3-32b", "H100 80GB", "0.10.0", 8, 0.9, 32768,
+              max_num_batched_tokens=8192, interconnect="nvlink"), ("measured", "estimated")),
+    # stop 29: HyouinSchoolAcc/1's committed vllm.log, a start-up FAILURE: vLLM 0.10.2 (printed), `vllm serve`
+    # Qwen/Qwen3-14B with a LoRA adapter at 0.8 and 4096 tokens (printed non-default args) on an H100 NVL (the card
+    # list warning names two H100 NVL and an RTX A400; the error prints 16.01 of 93.0 GiB free on the device used):
+    # "Free memory on device (16.01/93.0 GiB) on startup is less than desired GPU memory utilization (0.8, 74.4 GiB)",
+    # raised before the weights load, so the adapter does not enter it
+    (29, Case(P + "79-v0102-qwen3-14b-lora-h100-nvl-free-memory-fail.log", 0, "qwen3-14b", "H100 NVL 94GB", "0.10.2",
+              1, 0.8, 4096, total_gib=93.0, free_gib=16.01, fails="free_memory"), ("estimated",)),
 )  # fmt: skip
 
 

@@ -151,6 +151,10 @@ CATALOGUE_CASES = [
     ("public/75-v0120-qwen3-30b-a3b-2xh100-tp2-seqs64.log", "qwen3-30b-a3b", 2, "triton", (0, 12, 0)),
     ("public/76-v0120-qwen3-vl-30b-a3b-2xh100-tp2-seqs256-vision.log", "qwen3-vl-30b-a3b-instruct", 2, "triton",
      (0, 12, 0)),
+    # stop 29: v0.10.0 at TP8 on 8x H100 (DaisukeTakai/eval_dataset): Qwen3-235B-A22B-FP8 with expert parallelism,
+    # 27.6656 GiB logged per rank, and Qwen3-32B, 7.6871 GiB
+    ("public/77-v0100-qwen3-235b-a22b-fp8-8xh100-tp8-ep.log", "qwen3-235b-a22b-fp8", 8, "triton", (0, 10, 0)),
+    ("public/78-v0100-qwen3-32b-fp8kv-8xh100-tp8.log", "qwen3-32b", 8, "triton", (0, 10, 0)),
 ]  # fmt: skip
 # Compared by the tests below this table instead of CASES
 OTHER_TESTS = {

@@ -84,8 +84,10 @@ def test_the_child_hands_back_a_small_outcome_not_the_parsed_log(own_tempdir: Pa
     reply = own_tempdir / "reply-repeated"
     assert outcome.error is None and once.error is None
     copies = text.count(real_logs(1))
-    # where one copy's last log meets the next copy's first, the two runs read as one (the same seam each time)
-    assert outcome.run_count == len(outcome.run_docs) == copies * once.run_count - (copies - 1)
+    # where one copy's last log meets the next copy's first, the two runs read as one or stay two (the same at every
+    # seam: two when the last log ends in a start-up failure, as public/79 does, which closes its run)
+    assert outcome.run_count == len(outcome.run_docs)
+    assert copies * once.run_count - outcome.run_count in (0, copies - 1)
     assert copies >= 3 and len(outcome.docs) <= len(once.docs) + 1  # repeated runs share their documents
     assert len(pickle.dumps(outcome)) < len(text) / 20
     # the reply (without its "plans", which the server appends) is in the file: every run of the log, parsed
