@@ -232,11 +232,14 @@ def cancel(session: Session, limits: JobLimits, job_id: str, now: dt.datetime) -
     row = get(session, job_id, now)
     if row is None:
         return None
-    session.execute(update(SimJob).where(SimJob.id == job_id, SimJob.state == "running").values(
-        cancel_requested=True))
+    # Queued first, then running: a worker that claims the job between the two statements turns it
+    # running before the second one, which then asks it to stop. In the other order a claim between
+    # them lost the cancel (the job was neither queued nor, yet, running) and the job ran to the end.
     session.execute(update(SimJob).where(SimJob.id == job_id, SimJob.state == "queued").values(
         state="cancelled", cancel_requested=True, document=None, finished_at=now,
         expires_at=now + dt.timedelta(seconds=limits.ttl_s)))
+    session.execute(update(SimJob).where(SimJob.id == job_id, SimJob.state == "running").values(
+        cancel_requested=True))
     return get(session, job_id, now)
 
 

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import jobs
@@ -89,6 +89,35 @@ def test_a_cancel_beats_the_claim_and_running_jobs_see_it(write_factory: session
     assert run_write(write_factory, lambda s: jobs.cancel(s, WIDE, "running", T0)).state == "running"  # type: ignore[union-attr]
     assert run_write(write_factory, lambda s: jobs.beat(s, "running", 0.4, T0)) is True
     assert run_write(write_factory, lambda s: jobs.cancel(s, WIDE, "nope", T0)) is None
+
+
+class _ClaimedAfterFirstUpdate:
+    """A session whose job another worker claims (queued -> running) right after the first UPDATE
+    of a statement sequence: the moment between a cancel's two statements."""
+
+    def __init__(self, session: Session, job_id: str) -> None:
+        self.session, self.job_id, self.updates = session, job_id, 0
+
+    def execute(self, statement: Any, *args: Any, **kwargs: Any) -> Any:
+        result = self.session.execute(statement, *args, **kwargs)
+        if getattr(statement, "is_update", False):
+            self.updates += 1
+            if self.updates == 1:
+                self.session.execute(update(SimJob).where(SimJob.id == self.job_id, SimJob.state == "queued")
+                                     .values(state="running", claimed_by="w2", heartbeat_at=T0))
+        return result
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.session, name)
+
+
+def test_a_claim_between_the_cancels_statements_still_gets_the_stop(write_factory: sessionmaker[Session]) -> None:
+    """The cancel once asked running jobs first and queued ones second: a job claimed in between was
+    neither, and ran to the end (seen as a 'done' job cancelled while queued, test_sim_workers)."""
+    _submit(write_factory, WIDE, "j")
+    after = run_write(write_factory, lambda s: jobs.cancel(_ClaimedAfterFirstUpdate(s, "j"), WIDE, "j", T0))  # type: ignore[arg-type]
+    assert after is not None and after.cancel_requested
+    assert after.state == "cancelled"  # queued when the first statement ran: cancelled at once, never claimed
 
 
 def test_a_dead_workers_claim_is_failed_and_frees_its_slot(write_factory: sessionmaker[Session]) -> None:
