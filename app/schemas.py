@@ -261,7 +261,9 @@ class EngineDoc(_Strict):
     max_num_batched_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
     max_num_seqs: int | None = Field(default=None, ge=1, le=1_000_000)
     enforce_eager: bool = False
-    quantization: Literal["fp8"] | None = None
+    # "fp8": vLLM's online fp8 on an unquantized checkpoint; "awq" / "gptq": the checkpoint's own method forced
+    # by name, i.e. the plain dequantizing kernels instead of Marlin (app.core.dequant_linear)
+    quantization: Literal["fp8", "awq", "gptq"] | None = None
     num_gpu_blocks_override: int | None = Field(default=None, ge=1, le=100_000_000)
     disable_hybrid_kv_cache_manager: bool = False
     cudagraph_mode: Literal["auto", "NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"] = "auto"

@@ -86,7 +86,7 @@ class Engine:
     max_num_seqs: int
     kv_cache_memory_bytes: int | None = None
     enforce_eager: bool = False
-    quantization: str | None = None  # vLLM's --quantization for an unquantized checkpoint ("fp8")
+    quantization: str | None = None  # vLLM's --quantization: "fp8" online, "awq"/"gptq" the plain kernels forced
     num_gpu_blocks_override: int | None = None  # vLLM's --num-gpu-blocks-override (every worker's blocks)
     disable_hybrid_kv_cache_manager: bool = False  # --disable-hybrid-kv-cache-manager
     cudagraph_mode: CudagraphMode = "auto"  # "auto": the version's default
@@ -213,6 +213,7 @@ def estimate_context(
         max_model_len=engine.max_model_len,
         mxfp4_backend=mxfp4_backend_for(compute_capability(gpu_name)),
         capability=compute_capability(gpu_name),
+        quantization=engine.quantization,
         flashinfer_sampler=flashinfer_sampler_in_use(
             engine.flashinfer_sampler, rules_for(vllm_version).version, compute_capability(gpu_name)
         )[0],

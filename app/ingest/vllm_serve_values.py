@@ -59,9 +59,10 @@ def plan_value(spec: PlanFlag, text: str | None) -> object:
         except ValueError:
             raise ServeValueError(f"expected a number, got {text!r}") from None
     if spec.kind == "str":
-        if spec.key == "quantization" and text != "fp8":
+        if spec.key == "quantization" and text not in ("fp8", "awq", "gptq"):
             # The checkpoint's own quantization comes from its config.json; the plan's --quantization is
-            # only vLLM's online fp8 (Fp8Config) on an unquantized checkpoint.
+            # vLLM's online fp8 (Fp8Config) on an unquantized checkpoint, or awq / gptq forcing the checkpoint's
+            # plain kernels (app.core.dequant_linear).
             raise ServeValueError("the plan reads a checkpoint's quantization from its config.json; kept as given",
                                   keep=True)
         return text

@@ -150,6 +150,10 @@ def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) 
         # `--quantization fp8` on the run: its weights row is already the quantized one (on an FP8
         # checkpoint the flag changes nothing, and the plan treats it so).
         engine["quantization"] = "fp8"
+    if settings.get("quantization") in ("awq", "gptq") and engine.get("quantization") is None:
+        # The engine config line's resolved `quantization=awq` / `gptq` (not awq_marlin / gptq_marlin) is the
+        # plain dequantizing kernel, as `--quantization awq` forces it (app.core.dequant_linear).
+        engine["quantization"] = settings["quantization"]
     dtype = settings.get("kv_cache_dtype")
     if isinstance(dtype, str) and "kv_cache_dtype" not in doc.engine.model_fields_set:
         engine["kv_cache_dtype"] = dtype

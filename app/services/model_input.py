@@ -95,11 +95,21 @@ def _rooted(exc: InputError, field: str) -> InputError:
 
 
 def quantized(model: ModelInput, quantization: str | None) -> ModelInput:
-    """The model as vLLM holds it under `--quantization` (only fp8 on an unquantized checkpoint)."""
+    """The model as vLLM holds it under `--quantization`: fp8 quantizes an unquantized checkpoint online;
+    awq / gptq name the checkpoint's own method (its plain kernels, app.core.dequant_linear), whose weights
+    are the checkpoint's, so the model is kept. vLLM refuses a method other than the checkpoint's
+    (`ModelConfig._verify_quantization`, vllm/config/model.py @4dd49b06f: "Quantization method specified in
+    the model config (...) does not match the quantization method specified in the `quantization` argument")."""
     if quantization is None:
         return model
     if model.shape is None:
         raise InputError("engine.quantization", "needs the model's config.json (or a catalogue model) to size weights")
+    if quantization in ("awq", "gptq"):
+        own = model.shape.quantization or model.stated_quantization
+        if own is None or own.removesuffix("_marlin") != quantization:
+            raise InputError("engine.quantization", f"{quantization} needs a {quantization} checkpoint; the model's is "
+                             f"{own or 'unquantized'} and vLLM refuses a --quantization that differs from it")
+        return model
     shape = model.shape  # online_fp8_shape is pure over a frozen shape: a sizing search quantizes once
     return replace(model, shape=memoised(("online_fp8_shape", shape), lambda: online_fp8_shape(shape)))
 

@@ -354,7 +354,7 @@ def _preset_total(doc: PlanDocument) -> int | None:
 def _quantization_notes(plan: PlanInput) -> PlanInput:
     """Online fp8 before vLLM 0.14 held every full-precision weight until all had loaded
     (fixed by vllm-project/vllm PR #31914, merged 2026-01-07; release assumed 0.14.0)."""
-    if plan.engine.quantization is None or rules_for(plan.vllm_version).version >= (0, 14, 0):
+    if plan.engine.quantization != "fp8" or rules_for(plan.vllm_version).version >= (0, 14, 0):
         return plan
     note = ("vLLM before 0.14 loads every weight at full precision before quantizing to fp8: the unquantized "
             "weights must fit in free memory at start (PR #31914 streams them since)")

@@ -38,14 +38,16 @@ def test_405b_awq_a6000() -> None:
     --disable-log-stats"""
     r = read_serve(cmd)
     assert r.model == "Meta-Llama-3___1-405B-Instruct-AWQ-INT4" and r.catalogue is None
-    assert r.document() == {"layout": {"tp": 8}, "engine": {"max_model_len": 8192}}
+    # -q awq forces the checkpoint's plain AWQ kernels (not awq_marlin): a plan input since stop 29, whose
+    # estimated activation holds the dequantized weight (app.core.dequant_linear)
+    assert r.document() == {"layout": {"tp": 8}, "engine": {"max_model_len": 8192, "quantization": "awq"}}
     assert _flags(r.other_flags) == [("--port", "8080"), ("--host", "0.0.0.0"),
                                      ("--served-model-name", "llama-3.1-405b"), ("--trust-remote-code", None),
-                                     ("-q", "awq"), ("--enable-chunked-prefill", "false"),
+                                     ("--enable-chunked-prefill", "false"),
                                      ("--disable-log-requests", None), ("--disable-log-stats", None)]
     removed = {i["flag"] for i in r.other_flags if i["removed_from_vllm"]}
     assert "--disable-log-requests" in removed
-    assert any("not in the catalogue" in n for n in r.notes) and any("-q awq" in n for n in r.notes)
+    assert any("not in the catalogue" in n for n in r.notes)
 
 
 def test_qwen3_coder_dp8_expert_parallel() -> None:
