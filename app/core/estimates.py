@@ -69,6 +69,7 @@ class EstimateContext:
     capability: tuple[int, int] | None = None  # the card's compute capability (FA3 on 9.x: app.core.cudagraphs)
     flashinfer_sampler: bool = False  # V1's sampler on FlashInfer's path (app.core.profile_run.sampler_bytes_per_logit)
     quantization: str | None = None  # vLLM's --quantization as given ("awq"/"gptq" force the plain kernels)
+    dp: int = 1  # data-parallel engines of the deployment (vLLM turns the all-reduce fusion off at DP > 1)
 
     @property
     def uses_v1(self) -> bool:
@@ -160,11 +161,12 @@ def non_torch_cell(shape: ModelShape, ctx: EstimateContext) -> Cell:
 
 
 def fusion_workspace_bytes(shape: ModelShape, ctx: EstimateContext) -> int:
-    """The all-reduce fusion workspace on one rank (app.core.nontorch; one engine: DP taken as 1)."""
+    """The all-reduce fusion workspace on one rank (app.core.nontorch)."""
     if not ctx.uses_v1:
         return 0
-    return allreduce_fusion_workspace_bytes(ctx.rules.version, ctx.capability, ctx.tp, ctx.pp, 1, shape.hidden_size,
-                                            _DTYPE_BYTES.get(shape.dtype, 2), ctx.max_num_batched_tokens)  # fmt: skip
+    dtype_bytes = _DTYPE_BYTES.get(shape.dtype, 2)
+    return allreduce_fusion_workspace_bytes(ctx.rules.version, ctx.capability, ctx.tp, ctx.pp, ctx.dp,
+                                            shape.hidden_size, dtype_bytes, ctx.max_num_batched_tokens)  # fmt: skip
 
 
 def cuda_graph_terms(shape: ModelShape, ctx: EstimateContext) -> GraphTerms:

@@ -214,6 +214,7 @@ def estimate_context(
         mxfp4_backend=mxfp4_backend_for(compute_capability(gpu_name)),
         capability=compute_capability(gpu_name),
         quantization=engine.quantization,
+        dp=layout.dp,
         flashinfer_sampler=flashinfer_sampler_in_use(
             engine.flashinfer_sampler, rules_for(vllm_version).version, compute_capability(gpu_name)
         )[0],

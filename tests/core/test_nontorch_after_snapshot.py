@@ -12,6 +12,10 @@ from bench_estimates_loo import calibration_without, measured, predict
 from estimate_cases import CASES
 
 from app.core.calibration import Observation, fit
+from app.core.estimates import fusion_workspace_bytes
+from app.core.model_config import shape_from_config
+from app.core.plan import Engine, Layout, estimate_context
+from app.ingest.catalogue import get_model
 
 GIB = 1024**3
 AFTER_SNAPSHOT_TP = [c for c in CASES if c.tp > 1 and c.version.startswith("0.19") and not c.fails]
@@ -109,3 +113,13 @@ def test_after_snapshot_terms_add_the_fusion_and_pick_the_nccl_share() -> None:
     assert tp4.communicators == 34 * MIB + DEFAULT.nccl_nvls and "NVLink SHARP" in tp4.note
     a100 = non_torch_terms(v019, True, 2, "unknown", DEFAULT)
     assert a100.communicators == DEFAULT.nccl_lazy_nvlink and "no all-reduce fusion workspace" in a100.note
+
+
+def test_a_data_parallel_plan_takes_no_fusion_workspace() -> None:
+    """`enable_allreduce_rms_fusion` is off at DP > 1 (vLLM issue #34458): the plan's layout.dp reaches the row."""
+    engine = Engine(0.9, "auto", 16, 8192, 8192, 1024)
+    one = estimate_context(Layout(tp=2), engine, "0.19.0", gpu_name="H100 80GB")
+    two = estimate_context(Layout(tp=2, dp=2), engine, "0.19.0", gpu_name="H100 80GB")
+    shape = shape_from_config(get_model("llama-3.1-70b").config)
+    assert fusion_workspace_bytes(shape, one) == 514 * MIB
+    assert fusion_workspace_bytes(shape, two) == 0
