@@ -32,9 +32,11 @@ takes the Marlin or WNA16 MoE method, `AWQConfig.get_quant_method`).
 
 from __future__ import annotations
 
+import functools
+
 from app.core.repack_cache import MarlinLinear, layer_linears
 from app.core.shape import ModelShape
-from app.core.weights_tensor import Geometry, Version
+from app.core.weights_tensor import Geometry, Version, WeightsModel
 
 AWQ_DEQUANT_MIN_TOKENS = 256  # FP16_MATMUL_HEURISTIC_CONDITION, awq.py @4dd49b06f
 FP16_BYTES = 2
@@ -51,9 +53,11 @@ def plain_kernel(checkpoint: str | None, flag: str | None) -> str | None:
 
 def largest_linear(shape: ModelShape, tp: int, version: Version) -> MarlinLinear | None:
     """The quantized linear layer with the most K × N elements on one TP rank (None without a tensor table)."""
-    m = shape.weights
-    if m is None:
-        return None
+    return None if shape.weights is None else _largest(shape.weights, tp, version)
+
+
+@functools.lru_cache(maxsize=64)
+def _largest(m: WeightsModel, tp: int, version: Version) -> MarlinLinear | None:
     g = Geometry(tp=tp, version=version)
     best: MarlinLinear | None = None
     for layer in m.tensors.layers:
