@@ -139,6 +139,17 @@ FUSION_DEFAULT_SINCE: Version = (0, 17, 0)
 _TWO_MIB = 1 << 21
 
 
+def fusion_max_size_mb(
+    version: Version, capability: tuple[int, int] | None, tp: int, pp: int = 1, dp: int = 1
+) -> float | None:
+    """The fused all-reduce's largest input (MB) where vLLM turns the fusion pass on, else None
+    (`allreduce_fusion_workspace_bytes` says when; an unknown card is taken as Hopper)."""
+    if tp <= 1 or pp != 1 or dp != 1 or version < FUSION_DEFAULT_SINCE:
+        return None
+    cap = capability or (9, 0)
+    return FI_FUSION_MAX_SIZE_MB.get(cap[0] * 10 + cap[1], {}).get(tp)
+
+
 def allreduce_fusion_workspace_bytes(
     version: Version, capability: tuple[int, int] | None, tp: int, pp: int, dp: int, hidden_size: int,
     dtype_bytes: int, max_num_batched_tokens: int,
@@ -155,10 +166,7 @@ def allreduce_fusion_workspace_bytes(
     (FlashInfer `trtllm_create_ipc_workspace_for_all_reduce_fusion`, flashinfer/comm/trtllm_ar.py) are
     `tp × T × hidden × 2`, `tp × 256 × 4` flags and the Lamport triple buffer `3 × tp × T × hidden × 2`
     (× 4 for fp32), each rounded up to 2 MiB."""
-    if tp <= 1 or pp != 1 or dp != 1 or version < FUSION_DEFAULT_SINCE:
-        return 0
-    cap = capability or (9, 0)
-    max_mb = FI_FUSION_MAX_SIZE_MB.get(cap[0] * 10 + cap[1], {}).get(tp)
+    max_mb = fusion_max_size_mb(version, capability, tp, pp, dp)
     if max_mb is None:
         return 0
     tokens = min(int(max_mb * 1024 * 1024) // (hidden_size * dtype_bytes), max_num_batched_tokens)

@@ -17,14 +17,17 @@ only the engine field the KV geometry reads).
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlencode
 
 from app.core.errors import InputError
 from app.core.exports import env_of
+from app.core.gpus import compute_capability
 from app.core.ledger import RankInput
 from app.core.max_len import long_length_note
+from app.core.nontorch import fusion_max_size_mb
 from app.core.plan import PlanInput, PlanResult, compute
 from app.core.report import flags
 from app.core.shape import default_max_model_len
@@ -200,7 +203,8 @@ def resolve(doc: object) -> Sizing:
                                     "narrow gpus, max_gpus or the options lists")  # fmt: skip
     target = Target(mml, d.target.concurrency, d.target.avg_live_tokens, d.target.tokens)
     long_note = long_length_note(mml, shape.max_len) if allow_long and shape and shape.max_len else None
-    return Sizing(d, target, space, version, per_dp=bool(shape and shape.num_experts),
+    return Sizing(d, target, space, version,
+                  per_dp=bool(shape and shape.num_experts) or _fusion_in(space, version),
                   notes=(long_note,) if long_note else ())  # fmt: skip
 
 
@@ -210,6 +214,15 @@ _ALLOW_LONG_HOW = (
     "URL), set engine.allow_long_max_model_len: true in the sizing document or pass --allow-long-max-model-len "
     "to kvledger size"
 )
+
+
+def _fusion_in(space: Space, version: str) -> bool:
+    """Whether a candidate's non-torch row depends on its replica count: the FlashInfer all-reduce fusion
+    workspace, which vLLM builds only at data_parallel_size 1 (app.core.nontorch `fusion_max_size_mb`), so
+    each replica count is then planned on its own, as for MoE models."""
+    v = rules_for(version).version
+    return any(fusion_max_size_mb(v, compute_capability(name), tp) is not None for (name, _), tp in
+               itertools.product(space.gpus, space.tp))  # fmt: skip
 
 
 def plan_url(doc: JSON) -> str:

@@ -302,3 +302,26 @@ def test_uneven_pipeline_stages_replan_the_same() -> None:
     assert {o["pp"] for o in options} >= {2, 4}
     for option in options:
         assert_reproduced(option)
+
+
+DENSE_TP2_H100: JSON = {
+    "model": {"catalogue": "llama-3.1-8b"},
+    "target": {"max_model_len": 8192, "concurrency": 100, "avg_live_tokens": 4000},
+    "gpus": ["H100 80GB"], "max_gpus": 4, "vllm_version": "0.19.0", "limit": 500,
+    "options": {"kv_cache_dtype": ["auto"], "quantization": [None], "tp": [2], "pp": [1], "engines_per_gpu": [1]},
+}  # fmt: skip
+
+
+def test_a_dense_model_where_the_fusion_workspace_applies_is_planned_at_each_replica_count() -> None:
+    """vLLM builds the FlashInfer all-reduce fusion workspace only at data_parallel_size 1 (enable_allreduce_rms_fusion,
+    vllm/config/vllm.py @4dd49b06f): at TP2 on an H100 a replica count of 2 (--data-parallel-size 2) has none, so
+    its engines keep more KV, and the search plans each replica count, as the option's own plan document does."""
+    sizing = resolve(DENSE_TP2_H100)
+    assert sizing.per_dp
+    config = next(iter(engine_configs(sizing.space)))
+    one, two = sizing.evaluate(config, 1), sizing.evaluate(config, 2)
+    assert not isinstance(one, str) and not isinstance(two, str)
+    assert two.tokens > one.tokens
+    out = run_size(DENSE_TP2_H100)
+    for option in out["options"]:
+        assert_reproduced(option)
