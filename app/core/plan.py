@@ -110,6 +110,9 @@ class Engine:
     # card re-picks them (a ≥ 70 GiB card other than an A100 gets 8192 tokens and 1024 sequences)
     max_num_batched_tokens_assumed: bool = False
     max_num_seqs_assumed: bool = False
+    # True when no document or log stated block_size: vLLM's backend picks it for the model, the cache
+    # dtype and the card (app.core.mla_rules), so a KV-dtype what-if re-picks it (whatif.kv_dtype_change)
+    block_size_assumed: bool = False
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from app.core.rank_columns import inputs_of, with_problems
 from app.core.reestimate import all_estimated as _estimated
 from app.core.reestimate import reestimated as _reestimated
 from app.core.units import fmt_bytes
-from app.core.whatif import Lever, can_quantize, set_engine, set_quantization, set_tp
+from app.core.whatif import Lever, can_quantize, kv_dtype_change, set_engine, set_quantization, set_tp
 
 _PP_TRIED = (2, 3, 4, 6, 8, 16)
 Sets = tuple[tuple[str, object], ...]
@@ -81,7 +81,7 @@ def _single(plan: PlanInput, before: int) -> list[StartLever]:
     if engine.kv_cache_dtype in ("auto", "bfloat16", "float16", "float32") and shape is not None:
         change = f"{engine.kv_cache_dtype} → fp8 KV cache"
         trials.append(("kv_cache_dtype", (change, (("engine.kv_cache_dtype", "fp8"),),
-                                          lambda: set_engine(plan, kv_cache_dtype="fp8").plan)))
+                                          lambda: kv_dtype_change(plan, "fp8").plan)))
     if shape is not None and can_quantize(plan):
         trials.append(("quantization", (f"{shape.dtype} → fp8 weights", (("engine.quantization", "fp8"),),
                                         lambda: set_quantization(plan, "fp8").plan)))

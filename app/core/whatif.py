@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from app.core.errors import InputError
 from app.core.estimates import activation_bytes, activation_slope, non_torch_bytes, weights_per_stage
 from app.core.ledger import Cell, RankInput, Source, requested_bytes
+from app.core.mla_rules import gpu_family, mla_block_size
 from app.core.plan import PlanInput, Warning, compute, plan_estimate_context
 from app.core.reestimate import all_estimated, reestimated
 from app.core.shape import online_fp8_shape
@@ -56,6 +57,26 @@ def set_engine(plan: PlanInput, **changes: object) -> WhatIf:
         changed += ("ranks[*].requested", "ranks[*].headroom", "ranks[*].kv")
         new_plan = _rooms_for_utilization(plan, new_plan)
     return WhatIf(new_plan, changed)
+
+
+def kv_dtype_change(plan: PlanInput, dtype: str) -> WhatIf:
+    """Another KV cache dtype. An MLA model whose block size nobody stated gets the size vLLM's MLA
+    backend picks for the new dtype on the plan's card (on Hopper, 16 for a 16-bit cache and 64 for
+    fp8: app.core.mla_rules), as the plan opened with that dtype does."""
+    shape, engine = plan.model.shape, plan.engine
+    if shape is None or not shape.is_mla or not engine.block_size_assumed:
+        return set_engine(plan, kv_cache_dtype=dtype)
+    picked = mla_block_size(plan.vllm_version, gpu_family(plan.gpu_name), dtype, DOCUMENT_BLOCK_SIZE)
+    if picked == engine.block_size:
+        return set_engine(plan, kv_cache_dtype=dtype)
+    moved = set_engine(plan, kv_cache_dtype=dtype, block_size=picked)
+    note = f"MLA block size {picked} (not {engine.block_size}): what vLLM's MLA backend runs a {dtype} cache with"
+    return replace(moved, plan=replace(moved.plan, engine=replace(moved.plan.engine, block_size_assumed=True),
+                                       notes=(*moved.plan.notes, note)))
+
+
+#: The block size a plan document states when it states none (app.schemas.EngineDoc.block_size).
+DOCUMENT_BLOCK_SIZE = 16
 
 
 def _rooms_for_utilization(old: PlanInput, new: PlanInput) -> PlanInput:
@@ -375,7 +396,7 @@ def levers(plan: PlanInput, allowed_tp: tuple[int, ...] = ()) -> tuple[Lever, ..
             )
         )
     if engine.kv_cache_dtype in ("auto", "bfloat16", "float16", "float32") and plan.model.shape is not None:
-        trials.append(("kv_cache_dtype", f"{engine.kv_cache_dtype} → fp8", set_engine(plan, kv_cache_dtype="fp8")))
+        trials.append(("kv_cache_dtype", f"{engine.kv_cache_dtype} → fp8", kv_dtype_change(plan, "fp8")))
     priced = plan.model.shape is not None or len({p[0] for p in plan.policy.activation_points}) >= 2
     if engine.max_num_batched_tokens > 1024 and priced:
         half = max(1024, engine.max_num_batched_tokens // 2)

@@ -172,6 +172,7 @@ def _engine(doc: PlanDocument, model: ModelInput, version: str) -> Engine:
         max_model_len_assumed=engine_doc.max_model_len is None,
         max_num_batched_tokens_assumed=engine_doc.max_num_batched_tokens is None,
         max_num_seqs_assumed=engine_doc.max_num_seqs is None,
+        block_size_assumed="block_size" not in engine_doc.model_fields_set,
     )
 
 

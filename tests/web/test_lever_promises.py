@@ -33,7 +33,9 @@ def _after(change: str) -> str:
      # a MoE model in a DP group: the TP lever re-estimated one engine without DP's expert share (850,912
      # tokens promised, 1,145,824 on the TP2 page); the vision encoder's profile moves with the chunk
      ("qwen3-30b-a3b", 1, {"dp": 2}), ("qwen3-30b-a3b", 1, {"dp": 2, "ep": "on"}),
-     ("qwen3-vl-30b-a3b-instruct", 2, {})],
+     ("qwen3-vl-30b-a3b-instruct", 2, {}),
+     # MLA on Hopper: the fp8 KV lever kept block 16 where the fp8 page runs vLLM's MLA backend at 64
+     ("deepseek-v3", 8, {"pp": 2})],
 )
 def test_each_lever_of_an_estimated_plan_is_the_page_it_sets(
     client: TestClient, model: str, tp: int, extra: dict[str, object]
@@ -47,7 +49,7 @@ def test_each_lever_of_an_estimated_plan_is_the_page_it_sets(
             continue
         lever = levers[knob]
         opened = client.get("/plan.json", params={**query, key: _after(lever["change"])}).json()
-        assert opened["layout"]["pp"] == 1, opened["notes"][:1]
+        assert opened["layout"]["pp"] == query["pp"], opened["notes"][:1]
         assert lever["tokens_after"] == opened["tokens"], (knob, lever["change"], lever, opened["tokens"])
     quantized = client.get("/plan.json", params={**query, "quantization": "fp8"}).json()
     if "quantization" in levers:
