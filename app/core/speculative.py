@@ -53,9 +53,22 @@ class SpecSpec:
         return 0 if self.method == "ngram" else self.num_speculative_tokens
 
 
-def mtp_layers(shape: ModelShape) -> int:
-    """Next-token-prediction layers the checkpoint carries (0 when none)."""
+def stated_mtp_layers(shape: ModelShape) -> int:
+    """Next-token-prediction layers the config (or the checkpoint's index) states (0 when none): the
+    ``n_predict`` vLLM takes ``num_speculative_tokens`` from when the flag leaves it out."""
     return shape.weights.mtp_layers if shape.weights is not None else 0
+
+
+def mtp_layers(shape: ModelShape) -> int:
+    """Next-token-prediction layers an MTP draft of this checkpoint runs (0 when none). A Qwen3-Next
+    config states none and still has one: ``SpeculativeConfig.hf_config_override`` turns every
+    ``qwen3_next`` config into ``qwen3_next_mtp`` (vllm/config/speculative.py:555) and ``Qwen3NextMTP``
+    builds ``getattr(config, "num_nextn_predict_layers", 1)`` layers
+    (vllm/model_executor/models/qwen3_next_mtp.py:60, both @28be48fa9); the checkpoints ship them."""
+    stated = stated_mtp_layers(shape)
+    if stated == 0 and shape.model_type == "qwen3_next" and shape.weights is not None:
+        return 1
+    return stated
 
 
 def check_speculative(spec: SpecSpec, target: ModelShape | None) -> None:
@@ -132,7 +145,7 @@ def _mtp_bytes(target: ModelShape, tp: int, version: Version | None) -> tuple[in
     layer = sum(tensor_bytes(t, g) for t in last)
     h, b = target.hidden_size, m.tensors.first[0].dtype_bytes
     head = (m.tensors.first[0].rows * h * b // tp) if m.mtp_embed_copies >= 2 else 0  # DeepSeek's shared_head
-    n = m.mtp_layers
+    n = mtp_layers(target)
     total = n * (layer + 2 * h * h * b + head)
     note = f"{n} MTP layer(s) like the last decoder layer + eh_proj 2h→h" + (" + its LM head ÷ TP" if head else "")
     return total, note + "; the target's embedding shared"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from app.core.errors import InputError
 from app.core.model_config import shape_from_config
 from app.core.shape import ModelShape
-from app.core.speculative import SpecSpec, check_speculative, mtp_layers
+from app.core.speculative import SpecSpec, check_speculative, stated_mtp_layers
 from app.schemas import SpeculativeDoc
 from app.services.memo import memoised
 
@@ -43,10 +43,10 @@ def speculative_spec(doc: SpeculativeDoc | None, target: ModelShape | None) -> S
         name = doc.model.name
     k = doc.num_speculative_tokens
     if k is None:
-        if doc.method != "mtp" or target is None or not mtp_layers(target):
+        if doc.method != "mtp" or target is None or not stated_mtp_layers(target):
             raise InputError("engine.speculative.num_speculative_tokens",
                              "required: vLLM takes it from the draft's n_predict for MTP only")  # fmt: skip
-        k = mtp_layers(target)  # SpeculativeConfig: num_speculative_tokens defaults to n_predict
+        k = stated_mtp_layers(target)  # SpeculativeConfig: num_speculative_tokens defaults to n_predict
     spec = SpecSpec(doc.method, k, draft, name)
     check_speculative(spec, target)
     return spec
