@@ -94,10 +94,15 @@ def check_dp_layout(layout: DPLayout, version: tuple[int, int, int], label: str)
                          "v0.8.0; argparse refuses it)")
 
 
-def layout_notes(layout: DPLayout) -> tuple[str, ...]:
-    """What the layout means for the MoE layers, in words (one note per plan)."""
+def layout_notes(layout: DPLayout, shape_known: bool = True) -> tuple[str, ...]:
+    """What the layout means for the MoE layers, in words (one note per plan). `shape_known`: False
+    for a model given as bytes per token (an imported log that names no catalogue model), whose
+    experts are unknown — not absent (log 14's Qwen3-235B-A22B was told it had no MoE layers)."""
     if not layout.enable_expert_parallel and not (layout.dp > 1 and layout.num_experts):
         return ()
+    if layout.enable_expert_parallel and not shape_known:
+        return ("--enable-expert-parallel kept as stated: the model is given as bytes per token, so its MoE "
+                "layers and how EP splits them are not known (the KV per token does not depend on them)",)
     if layout.enable_expert_parallel and not layout.num_experts:
         return ("--enable-expert-parallel on a model without MoE layers changes nothing (no experts to split)",)
     if layout.enable_expert_parallel and not layout.use_ep:

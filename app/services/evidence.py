@@ -165,6 +165,9 @@ def document_from_log(doc: PlanDocument, read_log: Callable[[str], str] | None) 
     if doc.model is None:
         try:
             data["model"] = _model_for_run(run, settings)
+            from_log_note = derived_bytes_note(run, data["model"])
+            if from_log_note is not None:
+                notes.append(from_log_note)
         except InputError as exc:
             if unmeasured is None:
                 raise
@@ -456,6 +459,24 @@ def _model_for_run(run: Mapping[str, Any], settings: Mapping[str, Any]) -> JSON:
             "in a plan document) or give its config.json (pasted on the import page, or model.config)",
         )
     return {"kv_bytes_per_token": per_token, "name": name}
+
+
+def derived_bytes_note(run: Mapping[str, Any], model: Mapping[str, Any]) -> str | None:
+    """What a model given by the log's own bytes per token means: the largest figure its smallest KV
+    memory and block count allow (`bytes_per_token_from_run`); the page vLLM used can be a few bytes
+    smaller (log 14, Qwen3-235B-A22B at TP8: 48,129 read, the model's 48,128), so say the range."""
+    per_token = _as_int(model.get("kv_bytes_per_token"))
+    engine: Mapping[str, Any] = run.get("engine") or {}
+    blocks = _as_int(engine.get("num_gpu_blocks"))
+    block_size = _as_int(engine.get("block_size")) or _as_int((run.get("settings") or {}).get("block_size")) or 16
+    kvs = [k for r in run.get("ranks") or [] if isinstance(r, Mapping) and (k := _as_int(r.get("kv_bytes")))]
+    if per_token is None or not blocks or not kvs:
+        return None
+    low = min(k for k in kvs if k > 0) // ((blocks + 1) * block_size) + 1
+    span = f"{per_token:,} B" if low >= per_token else f"{low:,} – {per_token:,} B (the largest is planned)"
+    return (f"KV bytes per token per rank from the log, not from the model: its smallest KV memory over "
+            f"{blocks:,} blocks of {block_size} tokens gives {span}; choose the model (or give its config.json) "
+            "for the exact figure, its weights and its layers")
 
 
 def bytes_per_token_from_run(run: Mapping[str, Any]) -> int | None:

@@ -99,7 +99,7 @@ def _base_plan(doc: PlanDocument) -> PlanInput:
     elif doc.ranks and model.shape and doc.engine.max_model_len:
         assumed_len = _measured_length_note(model.shape, doc.engine.max_model_len)
     notes = (*_document_notes(doc), *((assumed_len,) if assumed_len else ()),
-             *layout_notes(dp_layout), *_architecture_notes(doc, version), *mla_notes,
+             *layout_notes(dp_layout, model.shape is not None), *_architecture_notes(doc, version), *mla_notes,
              *_env_notes(doc, version, estimated))
     return PlanInput(model, layout, engine, _policy(doc), ranks, version, _gpu_total(doc), estimated, notes, node(doc),
                      gpu_name=doc.gpu.name if doc.gpu else None)  # fmt: skip
