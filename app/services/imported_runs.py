@@ -30,6 +30,7 @@ import orjson
 from app.core.errors import InputError
 from app.core.kvspec import rank_kv
 from app.core.model_config import shape_from_config
+from app.core.plan import Layout, check_rank_count
 
 JSON = dict[str, Any]
 T = TypeVar("T")
@@ -121,6 +122,22 @@ def require_length(doc: Mapping[str, Any]) -> None:
             f"{which} and states no max_model_len, so one request's size is unknown: choose the model in the "
             "Model list or paste its config.json, then import again",
         )
+
+
+def require_whole_ranks(doc: Mapping[str, Any]) -> None:
+    """An imported run's ranks must fit its layout (`plan.check_rank_count`, the rule its plan page
+    applies): a run with more processes than workers — two start-ups glued together, a single-GPU
+    EngineCore beside TP4 workers — got a "Make a plan" link whose page was a 422."""
+    ranks = doc.get("ranks") or []
+    given = doc.get("layout") or {}
+    layout = Layout(tp=int(given.get("tp") or 1), pp=int(given.get("pp") or 1), dp=int(given.get("dp") or 1))
+    try:
+        check_rank_count(layout, len(ranks), bool(doc.get("ranks_partial")))
+    except InputError as exc:
+        labels = ", ".join(str(r.get("label") or "?") for r in ranks[:8] if isinstance(r, Mapping))
+        raise InputError("ranks", f"this run's memory lines come from {len(ranks)} processes ({labels}"
+                         f"{', …' if len(ranks) > 8 else ''}): {exc.message}; the log may hold two start-ups "
+                         "glued together: import each on its own, or give TP and PP") from None
 
 
 def graphs_in_budget(run: Mapping[str, Any]) -> bool:

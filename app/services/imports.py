@@ -62,7 +62,7 @@ def plan_from_log_run(
     (converting the whole parsed log for each run made an import quadratic in its runs).
     """
     from app.services.evidence import document_from_log, log_run
-    from app.services.imported_runs import require_length
+    from app.services.imported_runs import require_length, require_whole_ranks
 
     run = log_run(parsed, run_index)
     doc: JSON = {"from_log": {"runs": [_plain(run)]}, "log_run": 0}
@@ -75,6 +75,7 @@ def plan_from_log_run(
         doc["model"] = {"config": _plain(model_config)}
     out = document_from_log(validate_plan(doc), None).model_dump(mode="json", exclude_none=True)
     require_length(out)
+    require_whole_ranks(out)
     return out
 
 
