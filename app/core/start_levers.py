@@ -31,7 +31,7 @@ from app.core.plan import PlanInput, PlanResult, compute
 from app.core.rank_columns import inputs_of, with_problems
 from app.core.reestimate import all_estimated as _estimated
 from app.core.reestimate import reestimated as _reestimated
-from app.core.units import fmt_bytes
+from app.core.units import MIB, fmt_bytes
 from app.core.whatif import Lever, can_quantize, kv_dtype_change, set_engine, set_quantization, set_tp
 
 _PP_TRIED = (2, 3, 4, 6, 8, 16)
@@ -135,10 +135,18 @@ def _larger_card(plan: PlanInput, before: int) -> list[StartLever]:
     return _first_start("gpu", [
         (f"a larger card: {p.name} ({fmt_bytes(p.total_bytes)} for vLLM, was {fmt_bytes(current)})",
          (("gpu.total", p.total_bytes), ("gpu.name", p.name),
-          *((("gpu.free_at_start", p.total_bytes - used),) if used else ())),
+          *((("gpu.free_at_start", _free_on(p.total_bytes, used)),) if used else ())),
          partial(_with_usage, plan, partial(_reestimated, plan, total=p.total_bytes, gpu_name=p.name)))
         for p in bigger
     ], before)
+
+
+def _free_on(total_bytes: int, used_bytes: int) -> int:
+    """Free memory at start on a new card: its total less the memory in use, rounded down to whole MiB
+    (at most 1 MiB less: a card is never made roomier), so the plan page's link gives it as the form's
+    size text ("38225MiB") and reopens exactly this plan; a byte count (40082782290) was no unit a
+    user types."""
+    return (total_bytes - used_bytes) // MIB * MIB
 
 
 def _with_usage(plan: PlanInput, build: Callable[[], PlanInput]) -> PlanInput:
@@ -151,8 +159,9 @@ def _with_usage(plan: PlanInput, build: Callable[[], PlanInput]) -> PlanInput:
     if not any(used) or len(moved.ranks) % len(used):
         return moved
     ranks = tuple(
-        replace(r, free_at_start=Cell(r.total.bytes - used[i % len(used)], "measured", "free at start on the "
-                                      "new card: its total less the memory in use on this rank at start"))
+        replace(r, free_at_start=Cell(_free_on(r.total.bytes, used[i % len(used)]), "measured", "free at start on "
+                                      "the new card: its total less the memory in use on this rank at start, "
+                                      "in whole MiB"))
         if r.total is not None and used[i % len(used)] else r
         for i, r in enumerate(moved.ranks)
     )

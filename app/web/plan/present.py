@@ -125,6 +125,8 @@ def _lever_value(key: str, value: Any) -> str:
     """A lever's document value as the plan form's query value (a GPU total by its preset's name)."""
     if key == "gpu" and isinstance(value, int):
         return _PRESET_OF_TOTAL.get(value) or size_text(value)
+    if isinstance(value, int) and plan_query.BY_KEY[key].kind == "size":
+        return size_text(value)  # the form's size text ("38225MiB"), not a byte count
     return str(value)
 
 
