@@ -11,6 +11,12 @@ several workers into one "[repeated Nx across cluster]"; an excerpt may lack it)
 label and a finding says its index is not stated — never one made up. The one exception is
 elimination: when every worker of the world is in the log and all but one state their index, the
 last one holds the index left (public/62: TP1 is stated, the other of the two workers is TP0).
+
+A V1 engine of world size 1 runs its only worker inside the EngineCore process (vLLM picks the
+"uni" executor for world size 1, vllm/config/parallel.py; ``UniProcExecutor`` builds the worker at
+rpc_rank 0 and rank 0, vllm/v1/executor/uniproc_executor.py @28be48fa9), so the worker's rows were
+printed under `(EngineCore pid=N)` / `(EngineCore_DP0 pid=N)` and labelled by that process name:
+that rank is TP0 (`_in_engine`), by its "is assigned as" line when the log has it.
 """
 
 from __future__ import annotations
@@ -68,6 +74,8 @@ def index_ranks(
 ) -> tuple[list[Rank], list[Finding]]:
     """The ranks with pid-only labels relabelled by their stated (or eliminated) TP/PP index, and
     the findings saying how, or that it is not stated."""
+    ranks = _in_engine(ranks, assigned, settings)
+    assigned = {k: v for k, v in assigned.items() if not k.startswith("EngineCore")}  # the workers' own
     unindexed = [r for r in ranks if r.rank.startswith("pid=")]
     if not unindexed:
         return list(ranks), []
@@ -108,6 +116,33 @@ def index_ranks(
     if left:
         findings.append(_not_stated(left))
     return out, findings
+
+
+def _in_engine(ranks: Sequence[Rank], assigned: Mapping[str, Assignment], settings: Mapping[str, Stated]) -> list[Rank]:
+    """The worker rows an EngineCore process printed, relabelled TP0 when the engine's world is one
+    process: its own "is assigned as" line says world size 1, or the run states TP 1, PP 1 and no
+    data parallelism (a DP group's engines keep their process labels: no worker of theirs is told
+    apart here). Only when it is the run's one rank besides the driver / API server."""
+    engines = [r for r in ranks if r.rank.startswith("EngineCore")]
+    others = [r for r in ranks if r.rank != "driver" and not r.rank.startswith(("EngineCore", "APIServer"))]
+    if len(engines) != 1 or others:
+        return list(ranks)
+    engine = engines[0]
+    found = assigned.get(engine.rank)
+    if found is not None:
+        (world, _, pp, tp), line, printed = found
+        if world != 1:
+            return list(ranks)
+        basis = f"stated: '{printed}' (line {line})"
+    else:
+        sizes = [_size(settings, k) for k in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size")]
+        if sizes[0] is None or any(s not in (None, 1) for s in sizes):
+            return list(ranks)
+        pp, tp = 0, 0
+        basis = ("the engine states tensor_parallel_size=1 and pipeline_parallel_size=1: its one worker runs in the "
+                 "EngineCore process (vLLM's uni executor for world size 1), as rank 0")  # fmt: skip
+    relabelled = replace(engine, rank=_label(pp, tp, 1), parallel={"PP": pp, "TP": tp}, index_basis=basis)
+    return [relabelled if r is engine else r for r in ranks]
 
 
 def _not_stated(left: Sequence[Rank]) -> Finding:

@@ -223,7 +223,7 @@ class RunBuilder:
             ):
                 cur.settings[f.field] = new
         elif scope == "assign":
-            if ident.kind == WORKER:  # a worker's own place in the world
+            if ident.kind in (WORKER, ENGINE):  # a worker's own place (an EngineCore's: its in-process worker's)
                 rank_index.fold(cur.assigned, f, ident.label, line)
         elif scope in ("error", "note"):
             numbers = dict(f.numbers)

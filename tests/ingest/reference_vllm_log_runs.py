@@ -186,7 +186,7 @@ class RunBuilder:
             ):
                 cur.settings[f.field] = new
         elif scope == "assign":  # added with app.ingest.vllm_log_rank_index: the same fold
-            if ident.kind == WORKER:
+            if ident.kind in (WORKER, ENGINE):  # an EngineCore's too (its in-process worker's place)
                 rank_index.fold(cur.assigned, f, ident.label, line)
         elif scope in ("error", "note"):
             numbers = dict(f.numbers)

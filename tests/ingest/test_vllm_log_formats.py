@@ -205,7 +205,8 @@ def test_multiple_starts_each_error_ends_its_run() -> None:
     assert err["gpu_memory_utilization"] == 0.92 and err["device"] == "cuda:0"
     assert first["settings"]["enforce_eager"] is True and first["lines"] == [1, 3]
     assert codes(second) == ["no_kv_memory"] and second["lines"][0] == 4
-    assert rank(second, "EngineCore_DP0")["weights_bytes"] == gib(21.0)
+    # its config states TP 1 × PP 1: the worker in the EngineCore process is TP0 (vllm_log_rank_index._in_engine)
+    assert rank(second, "TP0")["weights_bytes"] == gib(21.0) and rank(second, "TP0")["process"] == "EngineCore_DP0"
     assert rank(third, "EngineCore_DP0")["pid"] == 22 and third["engine"]["kv_tokens"] == 123456
     # the same process label with a new pid is a restart
     assert rank(fourth, "EngineCore_DP0")["pid"] == 23 and fourth["engine"]["kv_tokens"] == 122000
