@@ -435,9 +435,34 @@ def validate_plan(doc: object) -> PlanDocument:
     filled, written = filled_from_serve(doc) if "serve" in doc or "vllm_config" in doc else (dict(doc), {})
     filled = dict(_gpu_preset(filled))
     try:
-        return PlanDocument.model_validate(filled)
+        validated = PlanDocument.model_validate(filled)
+        _check_written_lora(validated, written)
     except ValidationError as exc:
         raise _as_written(_input_error(exc, PlanDocument), written) from None
+    except InputError as exc:
+        raise _as_written(exc, written) from None
+    return validated
+
+
+def _check_written_lora(doc: PlanDocument, written: Mapping[str, str]) -> None:
+    """A LoRA setting the command line gave that vLLM refuses (`--max-lora-rank 24`: argparse's choices
+    of MaxLoRARanks; LoRAConfig's own checks, vllm/config/lora.py @28be48fa9), refused here, where the
+    flag as written is known, so the error names `serve --max-lora-rank` as vLLM's parser does (it
+    was named engine.lora.max_lora_rank, a field the user never wrote). The plan checks it again with
+    the model's shape (app.core.lora.check_lora in app.services.plan_inputs)."""
+    lora = doc.engine.lora
+    if lora is None or doc.from_log is not None or not any(p.startswith("engine.lora.") for p in written):
+        return
+    from app.core.lora import LoraSpec, check_lora
+    from app.core.versions import rules_for
+
+    try:
+        rules = rules_for(doc.vllm_version)
+    except InputError:
+        return  # the plan names the bad version
+    spec = LoraSpec(lora.max_loras, lora.max_lora_rank, lora.max_cpu_loras,
+                    tuple(lora.target_modules) if lora.target_modules is not None else None)  # fmt: skip
+    check_lora(spec, rules.version, rules.label)
 
 
 def _as_written(error: InputError, written: Mapping[str, str]) -> InputError:

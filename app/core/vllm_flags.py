@@ -80,7 +80,8 @@ class VllmFlag:
 
     name: str
     aliases: tuple[str, ...]
-    arity: Literal["bool", "value", "optional"]
+    #: "list": argparse's nargs="+" (a list / set / tuple field: `--lora-target-modules q_proj v_proj`)
+    arity: Literal["bool", "value", "optional", "list"]
     removed: bool
 
 

@@ -156,13 +156,21 @@ def _split_tokens(args: list[str]) -> list[tuple[str | None, str | None, str]]:
         if flag.startswith("--no-") and spec is not None and flag not in table:
             takes = False
         nxt = args[i] if i < len(args) else None
-        wants = takes or (spec is not None and spec.arity == "optional")
-        if wants and nxt is not None and (not nxt.startswith("-") or re.fullmatch(r"-\d.*", nxt)):
-            out.append((flag, nxt, written))
-            i += 1
+        wants = takes or (spec is not None and spec.arity in ("optional", "list"))
+        if wants and nxt is not None and _is_value(nxt):
+            end = i + 1
+            while spec is not None and spec.arity == "list" and end < len(args) and _is_value(args[end]):
+                end += 1  # nargs="+": every word up to the next flag (argparse's greedy match)
+            out.append((flag, " ".join(args[i:end]), written))
+            i = end
             continue
         out.append((flag, None, written))
     return out
+
+
+def _is_value(word: str) -> bool:
+    """A word argparse takes as a value, not a flag (a negative number is a value)."""
+    return not word.startswith("-") or re.fullmatch(r"-\d.*", word) is not None
 
 
 def read_serve(command: str | Sequence[str], where: str = "serve") -> ServeReading:

@@ -38,7 +38,7 @@ class ServeReading(Protocol):
     notes: list[str]
     written: dict[str, str]
 
-LORA_FLAGS = ("--enable-lora", "--max-loras", "--max-lora-rank", "--max-cpu-loras")
+LORA_FLAGS = ("--enable-lora", "--max-loras", "--max-lora-rank", "--max-cpu-loras", "--lora-target-modules")
 #: `--spec-*` flag → the `--speculative-config` key it fills (EngineArgs.create_speculative_config).
 SPEC_KEYS = {"--spec-method": "method", "--spec-model": "model", "--spec-tokens": "num_speculative_tokens"}
 SPEC_FLAGS = ("--speculative-config", *SPEC_KEYS)
@@ -66,7 +66,10 @@ def _int(value: object, where: str) -> int:
 
 
 def read_lora(reading: ServeReading, where: str) -> None:
-    """`--enable-lora` with `--max-loras` / `--max-lora-rank` / `--max-cpu-loras` → `engine.lora`."""
+    """`--enable-lora` with `--max-loras` / `--max-lora-rank` / `--max-cpu-loras` / `--lora-target-modules`
+    → `engine.lora`. `--lora-target-modules` is `LoRAConfig.target_modules: list[str] | None`, so vLLM's
+    parser takes every word up to the next flag (nargs="+", vllm/engine/arg_utils.py
+    collection_to_kwargs @28be48fa9): `--lora-target-modules q_proj v_proj` is both modules."""
     given = _take(reading, LORA_FLAGS)
     if not given:
         return
@@ -84,6 +87,13 @@ def read_lora(reading: ServeReading, where: str) -> None:
     lora: dict[str, Any] = {"max_loras": 1, "max_lora_rank": 16}  # LoRAConfig's defaults (vllm/config/lora.py)
     for f in sizes:
         key = str(f["vllm_flag"]).removeprefix("--").replace("-", "_")
+        if key == "lora_target_modules":
+            lora["target_modules"] = str(f["value"] or "").split()  # none given: vLLM's parser refuses it
+            reading.written["engine.lora.target_modules"] = str(f["flag"])
+            reading.notes.append(f"{f['flag']} {f['value'] or ''}: the LoRA slots are sized for these modules only; "
+                                 "the plan's flags and exports do not write it (releases before 0.18 lack it): "
+                                 "add it to the command you deploy")  # fmt: skip
+            continue
         number = _int(f["value"], f"{where} {f['flag']}")
         if key == "max_cpu_loras" and number <= 0:
             lora.pop(key, None)  # vLLM: `max_cpu_loras if max_cpu_loras and max_cpu_loras > 0 else None`
