@@ -18,7 +18,8 @@ printed it. A run (one engine start) is open until:
   concurrency (vllm/v1/core/kv_cache_utils.py `get_kv_cache_configs` @72c99f2a, v0.10.2), so a
   max-seq-len error for another length cannot belong to a start that printed it (public/21);
 - a process's log header time going backwards (`MM-DD HH:MM:SS`; a step back of more than half a
-  year is a new year) → another start pasted after this one (public/20: two starts of a PR's
+  year is a new year), or moving on by more than a day before a memory figure → another start
+  pasted after this one (public/20: two starts of a PR's
   before/after output). Not for a process whose lines Ray's log monitor relays (`Identity.relayed`):
   Ray holds a line repeated by several workers back for its dedup window and prints it later with its
   own, older, time (ray/_private/ray_logging.py `LogDeduplicator`, RAY_DEDUP_LOGS; public/62: a Ray
@@ -63,11 +64,39 @@ def _went_back(last: Stamp | None, now: Stamp) -> bool:
     return (last[0] - now[0]) * 31 + last[1] - now[1] <= _HALF_YEAR_DAYS
 
 
+def _days_on(last: Stamp | None, now: Stamp) -> float:
+    """How many days one process's header time moved forward (0 when it stepped back; 12-31 →
+    01-01 is a day on). Months count 31 days: the header has no year, so this is a bound."""
+    if last is None or _went_back(last, now):
+        return 0.0
+    def day(s: Stamp) -> float:
+        return s[0] * 31 + s[1] + (s[2] * 3600 + s[3] * 60 + s[4]) / 86400
+    gap = day(now) - day(last)
+    return gap if gap >= 0 else gap + 12 * 31
+
+
+#: One engine start sizes its cache within hours (a large model's load from network storage is the
+#: slow part); a process whose header time moves on by more than this between two memory
+#: figures is another start pasted after the first (two excerpts of one log one after the other).
+_START_DAYS = 1.0
+
+
 def _restarted(raiser: Identity | None, ident: Identity) -> bool:
     """The closed run's error raised again by a process of the same label with another pid."""
     return (raiser is not None and raiser.label == ident.label and ident.pid is not None
             and raiser.pid is not None and raiser.pid != ident.pid)
 
+
+
+def _worker_family(ident: Identity) -> str | None:
+    """The prefix style of a multiprocessing worker (`VllmWorkerProcess`, `VllmWorker rank=N`,
+    `VllmWorker TPn`, `Worker_…`): one engine start's workers all print one style, each style
+    belongs to other vLLM releases (`prefix_clue`), so two styles in one run are two starts
+    (two logs pasted one after the other). None for Ray's relayed workers and the others."""
+    if ident.kind != WORKER or ident.relayed:
+        return None
+    clue = prefix_clue(ident)
+    return None if clue is None else clue[0]
 
 
 class RunBuilder:
@@ -101,21 +130,54 @@ class RunBuilder:
             return False
         acc = cur.ranks.get(ident.label)
         if acc is None:
-            return False
+            return f.starts and self._late_worker(ident)
         if ident.kind != DRIVER and ident.pid is not None and acc.ident.pid not in (None, ident.pid):
             return True
         if f.starts and f.field in acc.fields:
             return "init_done" in cur.marks or any(k in cur.engine for k in _ENGINE_DONE)
         return False
 
+    def _other_process(self, ident: Identity) -> bool:
+        """A process label this run already heard under another pid: another process, so another
+        engine start (an EngineCore or API server prints its KV figures once per start; a worker's
+        label names one process of one start)."""
+        cur = self._cur
+        if ident.kind == DRIVER or ident.pid is None or not (cur.has_memory or cur.marks):
+            return False
+        known = cur.pids.get(ident.label)
+        if known is not None and known != ident.pid:
+            return True
+        family = _worker_family(ident)
+        return family is not None and cur.worker_family not in (None, family)
+
+    def _late_worker(self, ident: Identity) -> bool:
+        """A worker (or the unprefixed driver) new to this run starts sizing (weights, profile,
+        available KV) after the run's engine printed its KV figures: another start. The engine
+        prints them only once every worker has returned its memory (`EngineCore._initialize_kv_caches`:
+        `determine_available_memory()` of all workers, then `get_kv_cache_configs`, vllm/v1/engine/core.py
+        :232 @28be48fa9; V0: `determine_num_available_blocks` over all workers before `# GPU blocks`).
+        Not for a Ray-relayed line (Ray prints it late) nor a data-parallel rank (another engine)."""
+        cur = self._cur
+        if ident.kind not in (WORKER, DRIVER) or ident.relayed or any(k == "DP" for k, _ in ident.parallel):
+            return False
+        return "init_done" in cur.marks or any(k in cur.engine for k in _ENGINE_DONE)
+
     def add_group(self, facts: list[Fact], ident: Identity, line: int, stamp: Stamp | None = None) -> None:
         """Facts of one message match, printed by `ident` on `line` (log header time `stamp`, if any)."""
         cur = self._cur
         if stamp is not None and not ident.relayed:
-            if _went_back(cur.stamps.get(ident.label), stamp):
+            last = cur.stamps.get(ident.label)
+            sizing = any(f.scope in ("rank", "engine") for f in facts)
+            if _went_back(last, stamp) or (sizing and _days_on(last, stamp) > _START_DAYS):
                 self._new_run(line)
                 cur = self._cur
             cur.stamps[ident.label] = stamp
+        if self._other_process(ident):
+            self._new_run(line)
+            cur = self._cur
+        if ident.kind != DRIVER and ident.pid is not None:
+            cur.pids[ident.label] = ident.pid
+            cur.worker_family = cur.worker_family or _worker_family(ident)
         code = cur.closed_code
         same = code is not None and any(f.scope == "error" and f.field == code for f in facts)
         if same and _restarted(cur.closed_by, ident):

@@ -8,6 +8,7 @@ from app.ingest.vllm_log_finish import RankAcc, RunAcc, finish_run
 from app.ingest.vllm_log_lines import Fact
 from app.ingest.vllm_log_model import Finding, Run, Stated
 from app.ingest.vllm_log_prefix import API, DRIVER, ENGINE, WORKER, Identity, prefix_clue
+from app.ingest.vllm_log_runs import _START_DAYS, _days_on, _worker_family
 
 _ENGINE_DONE = ("kv_tokens", "num_gpu_blocks", "max_concurrency", "num_gpu_blocks_final")
 _MIN_FIELDS = ("kv_tokens", "max_concurrency", "num_gpu_blocks")
@@ -71,8 +72,10 @@ class RunBuilder:
         if f.scope != "rank":
             return False
         acc = cur.ranks.get(ident.label)
-        if acc is None:
-            return False
+        if acc is None:  # a new rank starting to size after the engine's KV figures (vllm_log_runs)
+            return f.starts and ident.kind in (WORKER, DRIVER) and not ident.relayed and not any(
+                k == "DP" for k, _ in ident.parallel
+            ) and ("init_done" in cur.marks or any(k in cur.engine for k in _ENGINE_DONE))
         if ident.kind != DRIVER and ident.pid is not None and acc.ident.pid not in (None, ident.pid):
             return True
         if f.starts and f.field in acc.fields:
@@ -82,10 +85,22 @@ class RunBuilder:
     def add_group(self, facts: list[Fact], ident: Identity, line: int, stamp: Stamp | None = None) -> None:
         """Facts of one message match, printed by `ident` on `line` (log header time `stamp`, if any)."""
         if stamp is not None and not ident.relayed:  # Ray relays lines out of time order (vllm_log_runs)
-            if _went_back(self._cur.stamps.get(ident.label), stamp):
+            last = self._cur.stamps.get(ident.label)
+            sizing = any(f.scope in ("rank", "engine") for f in facts)
+            if _went_back(last, stamp) or (sizing and _days_on(last, stamp) > _START_DAYS):
                 self._new_run(line)
             self._cur.stamps[ident.label] = stamp
         cur = self._cur
+        if ident.kind != DRIVER and ident.pid is not None and (cur.has_memory or cur.marks):
+            known, family = cur.pids.get(ident.label), _worker_family(ident)
+            if (known is not None and known != ident.pid) or (
+                family is not None and cur.worker_family not in (None, family)
+            ):  # another process under a known label, or another era's worker prefix: another start
+                self._new_run(line)
+                cur = self._cur
+        if ident.kind != DRIVER and ident.pid is not None:
+            cur.pids[ident.label] = ident.pid
+            cur.worker_family = cur.worker_family or _worker_family(ident)
         same = cur.closed_code is not None and any(f.scope == "error" and f.field == cur.closed_code for f in facts)
         if same and _restarted(cur.closed_by, ident):
             self._new_run(line)

@@ -72,7 +72,11 @@ def test_v0_one_line_duration_variant() -> None:
 
 
 def test_ansi_nested_cut_pp_dp_and_ray_serve_prefixes() -> None:
-    run = one_run("ansi-nested-cut-prefixes.log")
+    # the fixture gathers prefixes of two eras: '(VllmWorker rank=N …)' (v0.7–v0.10.0) on lines 1-4,
+    # '(Worker_… pid=N)' (v0.10.2+) from line 5 on; no engine start prints both, so two runs
+    old_style, new_style = runs(load("ansi-nested-cut-prefixes.log"))
+    assert sorted(r["rank"] for r in old_style["ranks"]) == ["DP1_rank=1", "rank=0", "rank=1", "rank=4"]
+    run = {"ranks": old_style["ranks"] + new_style["ranks"]}
     assert rank(run, "rank=0")["kv_bytes"] == gib(20.51)
     assert rank(run, "rank=1")["pid"] == 5432
     assert rank(run, "rank=4")["kv_bytes"] == gib(19.90)  # prefix cut at the front
@@ -323,10 +327,12 @@ def test_collapsed_paste_attributes_each_record_to_its_own_prefix() -> None:
         "1,014,384 tokens INFO 05-28 10:18:40 [kv_cache_utils.py:640] Maximum concurrency for 131,072 tokens "
         "per request: 7.74x"
     )
-    (run,) = runs(parsed(text))
-    assert rank(run, "driver")["weights_bytes"] == gib(18.4303)
-    assert rank(run, "pid=1039658")["weights_bytes"] == gib(18.4303)
-    ray = rank(run, "pid=962641")
+    # two starts glued (02-05 and 05-28, V0 and V1 lines): three months pass before the driver's
+    # KV line, so it starts another run (vllm_log_runs `_START_DAYS`)
+    first, run = runs(parsed(text))
+    assert rank(first, "driver")["weights_bytes"] == gib(18.4303)
+    assert rank(first, "pid=1039658")["weights_bytes"] == gib(18.4303)
+    ray = rank(first, "pid=962641")
     assert ray["weights_bytes"] == gib(7.5123) and ray["kv_tokens"] is None  # the KV line was unprefixed
     assert run["engine"]["kv_tokens"] == 1014384 and run["engine"]["max_concurrency"] == 7.74
 

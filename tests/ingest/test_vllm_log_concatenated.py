@@ -1,0 +1,65 @@
+"""Real logs pasted one after the other are read as they are one by one: each start keeps its own
+ranks and engine figures, none borrows another log's numbers.
+
+The ten real logs of the shared set (tests/data/vllm-logs/0*-2*.log and the v0.19 ones after them)
+are excerpts: most carry no engine-config banner, so a boundary has to come from what one engine
+start cannot print. Before this, `cat 16-….log 18-….log` showed one run of 42,656 tokens (16's) with
+6,297 blocks and a concurrency at 65,536 tokens (18's), and 18's four ranks beside 16's EngineCore;
+`cat 07 13 14` put a V0 `VllmWorkerProcess` start, 13's TP1_EP1 and half of 14's ranks in one run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .ingest_helpers import LOGS, parsed, read, runs
+
+TOP = sorted(LOGS.glob("*.log"))
+
+
+def _shape(run: dict[str, Any]) -> tuple[object, ...]:
+    ranks = sorted(
+        (r["rank"], r["pid"], r["kv_bytes"], r["weights_bytes"], r["cuda_graph_bytes"], r["total_bytes"])
+        for r in run["ranks"]
+    )
+    e = run["engine"]
+    return (tuple(ranks), e["kv_tokens"], e["num_gpu_blocks"], e["max_concurrency"], e["max_concurrency_tokens"])
+
+
+def _text(path: Any) -> str:
+    t = read(path)
+    return t if t.endswith("\n") else t + "\n"
+
+
+def test_there_are_logs() -> None:
+    assert len(TOP) >= 40
+
+
+def test_every_top_level_log_concatenated_reads_as_each_alone() -> None:
+    alone = [_shape(r) for p in TOP for r in runs(parsed(_text(p)))]
+    together = [_shape(r) for r in runs(parsed("".join(map(_text, TOP))))]
+    assert together == alone
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("16-", "18-"), ("07-", "13-"), ("13-", "14-"), ("40-", "41-")],
+)
+def test_two_real_logs_one_after_the_other_are_two_runs(first: str, second: str) -> None:
+    (a,) = LOGS.glob(f"{first}*.log")
+    (b,) = LOGS.glob(f"{second}*.log")
+    alone = [_shape(r) for p in (a, b) for r in runs(parsed(_text(p)))]
+    assert [_shape(r) for r in runs(parsed(_text(a) + _text(b)))] == alone
+
+
+def test_an_engine_of_another_pid_is_another_start() -> None:
+    # 16's EngineCore_DP0 (pid 1133552) then 18's (pid 41565): 18's figures must not take 16's minimum
+    (a,) = LOGS.glob("16-*.log")
+    (b,) = LOGS.glob("18-*.log")
+    first, second = runs(parsed(_text(a) + _text(b)))
+    assert (first["engine"]["kv_tokens"], first["engine"]["num_gpu_blocks"]) == (42656, None)
+    assert [r["rank"] for r in first["ranks"]] == ["EngineCore_DP0"]
+    assert (second["engine"]["kv_tokens"], second["engine"]["num_gpu_blocks"]) == (100752, 6297)
+    assert sorted(r["rank"] for r in second["ranks"]) == ["TP0", "TP1", "TP2", "TP3"]
