@@ -99,6 +99,13 @@ def _worker_family(ident: Identity) -> str | None:
     return None if clue is None else clue[0]
 
 
+def _shared_label(ident: Identity) -> bool:
+    """A worker label without an index of its own (`(Worker pid=N)`, `(VllmWorker pid=N)`): at TP > 1
+    every worker prints it before its rank is assigned (public/73, v0.18.1 TP4: four `(Worker pid=N)`
+    before `(Worker_TP0 pid=N)`), so another pid under it is another worker of the same start."""
+    return ident.kind == WORKER and not ident.parallel and ident.label == (ident.process or "").split(" ", 1)[0]
+
+
 class RunBuilder:
     """Accumulates facts into runs; `runs()` returns the finished, frozen runs."""
 
@@ -145,7 +152,7 @@ class RunBuilder:
         if ident.kind == DRIVER or ident.pid is None or not (cur.has_memory or cur.marks):
             return False
         known = cur.pids.get(ident.label)
-        if known is not None and known != ident.pid:
+        if known is not None and known != ident.pid and not _shared_label(ident):
             return True
         family = _worker_family(ident)
         return family is not None and cur.worker_family not in (None, family)
