@@ -30,7 +30,6 @@ import orjson
 from app.core.errors import InputError
 from app.core.kvspec import rank_kv
 from app.core.model_config import shape_from_config
-from app.core.plan import Layout, check_rank_count
 
 JSON = dict[str, Any]
 T = TypeVar("T")
@@ -128,6 +127,8 @@ def require_whole_ranks(doc: Mapping[str, Any]) -> None:
     """An imported run's ranks must fit its layout (`plan.check_rank_count`, the rule its plan page
     applies): a run with more processes than workers — two start-ups glued together, a single-GPU
     EngineCore beside TP4 workers — got a "Make a plan" link whose page was a 422."""
+    from app.core.plan import Layout, check_rank_count  # here: `kvledger import-log` never loads the planner
+
     ranks = doc.get("ranks") or []
     given = doc.get("layout") or {}
     layout = Layout(tp=int(given.get("tp") or 1), pp=int(given.get("pp") or 1), dp=int(given.get("dp") or 1))

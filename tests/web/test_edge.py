@@ -7,6 +7,8 @@ early hints, pathsend."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -56,6 +58,13 @@ RESPONSES: dict[str, list[Message]] = {
 }
 
 
+
+def _on_own_loop(coroutine: Coroutine[Any, Any, None]) -> None:
+    """Run on a loop of its own in a thread: a Playwright test earlier in the same pytest worker
+    leaves its event loop running in this thread, where `asyncio.run` refuses to start."""
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, coroutine).result()
+
 def _app(messages: list[Message], seen: dict[str, Any]) -> Any:
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         seen["client"], seen["memo"] = CLIENT.get(None), CURRENT.get(None)
@@ -77,7 +86,7 @@ def _run(middleware: Any, encoding: bytes | None, method: str = "GET") -> list[M
     async def send(message: Message) -> None:
         sent.append(message)
 
-    asyncio.run(middleware(scope, receive, send))
+    _on_own_loop(middleware(scope, receive, send))
     return sent
 
 
@@ -121,6 +130,6 @@ def test_a_bodiless_get_skips_the_body_caps_and_a_post_does_not() -> None:
     async def send(message: Message) -> None:
         sent.append(message)
 
-    asyncio.run(edge(scope, receive, send))
+    _on_own_loop(edge(scope, receive, send))
     assert sent[0]["status"] == 413 and not seen
     assert [h for h in sent[0]["headers"] if h in HEADERS] == HEADERS
