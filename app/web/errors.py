@@ -72,8 +72,8 @@ async def input_error(request: Request, exc: Exception) -> Response:
     context = {**error_context(exc, spec.field_key), "status": status, "title": "Input error"}
     response = render(request, spec, context, status_code=status)
     asked = getattr(request.state, "asked_url", None)
-    if isinstance(asked, str):  # an htmx what-if the plan refused: the address bar shows what was asked,
-        htmx.replace_url(response, asked)  # so a reload or a copied link shows this refusal, not the last plan
+    if callable(asked):  # an htmx what-if the plan refused: the address bar shows what was asked,
+        htmx.replace_url(response, str(asked()))  # so a reload or a copied link shows this refusal
     return response
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from app.core.errors import InputError
 from app.core.gpus import PRESETS
 from app.core.kvspec import KV_CACHE_DTYPES
 from app.core.lora import allowed_ranks
@@ -230,3 +231,19 @@ def gpu_field_text(doc: Mapping[str, Any]) -> str:
         return str(gpu["name"])
     total = gpu.get("total")
     return total if isinstance(total, str) else size_text(total)
+
+
+def asked_url(query: Mapping[str, str], base_doc: Mapping[str, Any] | None) -> str:
+    """The address of a what-if the plan refused (a 422): what the user asked, written as the
+    canonical URL of a plan is (the values the form submits for every field it leaves at its
+    default dropped: a knob's fixed default, vLLM's for the plan, "not set" where no base sets it),
+    so a reload gives the same refusal; a value that does not parse stays as typed."""
+    defaults = views.vllm_defaults(query, base_doc)
+    asked = plan_query.drop_defaults(query, defaults)
+    try:
+        canonical = views.canonical_query(asked, plan_query.plan_from_query(asked, base_doc), base_doc, defaults)
+    except InputError:  # a value that does not parse: the query as typed, less the defaults it holds
+        fixed = {knob.key: knob.default for knob in plan_query.KNOBS if knob.default is not None}
+        canonical = {k: v for k, v in plan_query.drop_defaults(asked, fixed).items()
+                     if not (v == UNSET and base_doc is None)}  # fmt: skip
+    return querystring.page_url("/plan", canonical)

@@ -20,7 +20,7 @@ from app.core.errors import InputError
 from app.services import deploy, plan_query, plans
 from app.services.base_documents import BaseStore
 from app.web import cpu, htmx, querystring
-from app.web.plan import import_job, present, views, workflows
+from app.web.plan import form, import_job, present, views, workflows
 from app.web.responses import PageSpec, expect_page, render
 
 log = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ def _plan_page(request: Request) -> Response:
     params, spec = _declare_plan(request, PLAN_FRAGMENT, items)
     hx = htmx.details(request)
     if hx.request:  # a refused what-if's address is what was asked (app.web.errors.input_error)
-        request.state.asked_url = querystring.page_url("/plan", params)
+        request.state.asked_url = lambda: form.asked_url(params, _base_or_none(request, params))
     # A slider tick re-renders the results without the levers; they refresh in their own request.
     levers = False if hx.wants_fragment else None
     view = views.plan_view(params, _bases(request), levers, _cache(request), cleaned=True)
