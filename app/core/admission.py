@@ -97,6 +97,12 @@ class RankAdmissions(LazyRows[RankAdmission]):
     def __len__(self) -> int:
         return len(self.kv_bytes)
 
+    @property
+    def per_stage(self) -> bool:
+        """Whether the ranks' PP stages have pages of their own (uneven stages): a row's tokens, raw
+        tokens and stranded bytes then need its stage's geometry (`row`), not one column formula."""
+        return self._stage_kv is not None
+
     def row(self, i: int) -> RankAdmission:
         label, kv, blocks, floor_kv = self.labels[i], self.kv_bytes[i], self.blocks[i], self.floor_kv
         rkv = self._rkv

@@ -247,7 +247,8 @@ def _full_ranks(result: PlanResult, lazy: bool = False) -> Sequence[JSON]:
     """Every rank's JSON: from per-rank templates when the result has columns (`lazy`: as
     `JsonRows`, each row made when read, where the templates exist already), else rank_json."""
     ledgers, ras = result.ledgers, result.admission.ranks
-    if isinstance(ledgers, RankLedgers) and isinstance(ras, RankAdmissions) and ledgers.sources and not result.extras:
+    if (isinstance(ledgers, RankLedgers) and isinstance(ras, RankAdmissions) and ledgers.sources and not result.extras
+            and not ras.per_stage):  # uneven PP stages: each row from its stage's page (RankAdmissions.row)
         rows = _ColumnRows(result, ledgers, ras)
         if not lazy or _template_key(ledgers) not in ledgers.columns.memo:
             # Rows made when read hold their columns: only where these outlive the tick (a stored
