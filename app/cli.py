@@ -155,7 +155,9 @@ def _plan_table(result: dict[str, Any]) -> str:
         f"fits max_model_len: {'yes' if result['fits_max_model_len'] else 'NO'}; largest that fits "
         f"{result['largest_max_model_len']:,}; stranded {fmt_bytes(result['stranded_bytes'])}",
     ]
-    if ub:
+    if ub and ub["kv_cache_memory_bytes"] <= 0:  # --kv-cache-memory-bytes 0 gives vLLM no cache blocks
+        lines.append(f"uniform budget: none to deploy ({ub['in_flags_reason']})")
+    elif ub:
         lines.append(
             f"uniform budget {ub['flag']} ({fmt_bytes(ub['kv_cache_memory_bytes'])}), stranded "
             f"{fmt_bytes(ub['stranded_bytes'])}, min/median {ub['min_over_median'] or 0:.3f}"

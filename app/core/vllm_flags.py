@@ -29,6 +29,7 @@ from app.core.kv_tiers import offload_flags
 from app.core.plan import PlanResult
 from app.core.prefix_pool import default_prefix_caching
 from app.core.rank_columns import inputs_of, with_problems
+from app.core.units import fmt_bytes
 
 Kind = Literal["int", "float", "bool", "str", "tokens", "bytes"]
 FlagValue = str | None  # None: a boolean flag given bare (`--enforce-eager`)
@@ -123,10 +124,12 @@ def uniform_budget_flag(result: PlanResult) -> tuple[int | None, str]:
         return None, "the plan sets its own --kv-cache-memory-bytes"
     if plan.policy.operating_reserve_bytes <= 0:
         return None, "no operating reserve in the policy: the budget comes from --gpu-memory-utilization"
+    if budget is not None and budget.kv_cache_memory_bytes <= 0:  # said first: no uniform size exists at all
+        reserve = plan.policy.operating_reserve_bytes
+        return None, (f"the operating reserve ({fmt_bytes(reserve)}) leaves rank {budget.binding_rank} no KV "
+                      f"memory: its KV room is {fmt_bytes(budget.min_bytes + reserve)}")
     if budget is None or not all(r.kv_room is not None for r in inputs_of(result.ledgers)):
         return None, "not every rank has a measured KV room: the budget comes from --gpu-memory-utilization"
-    if budget.kv_cache_memory_bytes <= 0:
-        return None, f"the operating reserve leaves rank {budget.binding_rank} no KV memory"
     above = next((lg.label for lg in with_problems(result.ledgers)
                   if any(code == "kv_room_above_budget" for code, _ in lg.problems)), None)
     if above is not None:

@@ -47,3 +47,4 @@ def test_the_cli_exits_2_naming_the_field(tmp_path: Path, capsys: object) -> Non
     assert main(["plan", str(doc)]) == 2
     err = capsys.readouterr().err  # type: ignore[attr-defined]
     assert "ranks[1].free_at_start: 100.00 GiB is more than the GPU's total (80.00 GiB)" in err
+
