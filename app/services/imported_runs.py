@@ -127,7 +127,7 @@ def require_whole_ranks(doc: Mapping[str, Any]) -> None:
     """An imported run's ranks must fit its layout (`plan.check_rank_count`, the rule its plan page
     applies): a run with more processes than workers — two start-ups glued together, a single-GPU
     EngineCore beside TP4 workers — got a "Make a plan" link whose page was a 422."""
-    from app.core.plan import Layout, check_rank_count  # here: `kvledger import-log` never loads the planner
+    from app.core.plan import Layout, check_rank_count  # here: `kvledger import-log` loads no planner
 
     ranks = doc.get("ranks") or []
     given = doc.get("layout") or {}
