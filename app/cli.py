@@ -402,7 +402,16 @@ def cmd_import_metrics(args: argparse.Namespace) -> int:
             line += f"; plan predicts {rep['plan']['predicted_blocks']} blocks"
         print(line)
     for gpu in out["gpus"]:
-        print(f"GPU {gpu['gpu']} {gpu['name'] or ''}: free {fmt_bytes(gpu['free_bytes'] or 0)}")
+        free = "?" if gpu["free_bytes"] is None else fmt_bytes(gpu["free_bytes"])
+        print(f"GPU {gpu['gpu']} {gpu['name'] or ''}: free {free}")
+    for rep in out["replicas"]:
+        for side, mix in rep["length_mix"].items():
+            if mix and mix.get("note"):
+                print(f"{side}: {mix['note']}")
+    for r in out["refused"]:
+        print(f"not used: {r['series']} {r['value']}: {r['reason']}")
+    if out["refused_count"] > len(out["refused"]):
+        print(f"not used: {out['refused_count'] - len(out['refused'])} more samples")
     return 0
 
 

@@ -25,6 +25,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.core.errors import InputError
+from app.core.sim.io import MAX_TOKENS
 from app.core.units import MIB
 
 REPLICA_LABELS = ("instance", "pod", "replica", "engine")
@@ -63,6 +64,8 @@ class MetricsReading:
     gpus: dict[str, DcgmGpu] = field(default_factory=dict)
     skipped_lines: list[int] = field(default_factory=list)
     vllm_series: int = 0
+    #: samples read but not used, each with why (a value no measurement can have)
+    refused: list[dict[str, str]] = field(default_factory=list)
 
 
 def _clean(text: str) -> tuple[str, list[int]]:
@@ -125,7 +128,87 @@ def _replica(reading: MetricsReading, labels: dict[str, str]) -> Replica:
     return rep
 
 
+#: cache_config_info labels read as numbers: (lowest, highest, whole number)
+_CONFIG_NUMBERS: dict[str, tuple[float, float, bool]] = {
+    "num_gpu_blocks": (0, 2**53, True), "block_size": (1, 2**20, True),
+    "kv_cache_memory_bytes": (0, 2**60, True), "num_gpu_blocks_override": (0, 2**53, True),
+    "gpu_memory_utilization": (0, 1, False),
+}
+
+
+_MAX_VALUE = 2**53  # the largest whole number a float (and a browser) holds exactly
+
+
+def _series(name: str, labels: dict[str, str]) -> str:
+    inner = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    return f"{name}{{{inner}}}" if inner else name
+
+
+def _refuse(reading: MetricsReading, name: str, labels: dict[str, str], value: str, reason: str) -> None:
+    reading.refused.append({"series": _series(name, labels), "value": value, "reason": reason})
+
+
+def _number_refusal(value: float, lo: float, hi: float, whole: bool) -> str | None:
+    if not math.isfinite(value):
+        return "not a finite number"
+    if value < lo or value > hi:
+        return f"outside {lo:g} … {hi:g}"
+    if whole and value != int(value):
+        return "not a whole number"
+    return None
+
+
+def _sample_refusal(name: str, labels: dict[str, str], value: float) -> str | None:
+    """Why a sample cannot be the measurement its series names (None: it can). Every series read is
+    a count, MiB, token length or fraction: finite and not negative; a usage fraction is at most 1;
+    a histogram bucket's `le` is a token length (the simulator's range, or +Inf)."""
+    if not math.isfinite(value):
+        return "not a finite number"
+    if value < 0:
+        return "negative"
+    if value > _MAX_VALUE:
+        return f"larger than any count, MiB or token sum ({_MAX_VALUE:,})"
+    if name in ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc") and value > 1:
+        return "a fraction of the KV cache above 1"
+    if name.endswith("_bucket"):
+        le = labels.get("le")
+        try:
+            edge = float(le) if le is not None else math.nan
+        except ValueError:
+            edge = math.nan
+        if le is not None and not (edge == math.inf or 0 <= edge <= MAX_TOKENS):
+            return f"bucket edge le={le!r} is not a token length (0 … {MAX_TOKENS:,} or +Inf)"
+    return None
+
+
+def _config_labels(reading: MetricsReading, labels: dict[str, str]) -> dict[str, str]:
+    """cache_config_info's labels, without a number label no engine can have (refused, named)."""
+    out: dict[str, str] = {}
+    for key, raw in labels.items():
+        if key in REPLICA_LABELS:
+            continue
+        bound = _CONFIG_NUMBERS.get(key)
+        if bound is not None and raw not in ("None", ""):
+            try:
+                why = _number_refusal(float(raw), *bound)
+            except ValueError:
+                why = "not a number"
+            if why is not None:
+                _refuse(reading, "vllm:cache_config_info", {key: raw}, raw, why)
+                continue
+        out[key] = raw
+    return out
+
+
 def _take(reading: MetricsReading, name: str, labels: dict[str, str], value: float) -> None:
+    if name in _DCGM or (name.startswith("vllm:") and name != "vllm:cache_config_info"):
+        why = _sample_refusal(name, labels, value)
+        if why is not None:
+            if name in _DCGM or name in _GAUGES or re.sub(r"_(bucket|sum|count)$", "", name) in _HISTOGRAMS:
+                _refuse(reading, name, labels, repr(value), why)
+            if name.startswith("vllm:"):
+                reading.vllm_series += 1
+            return
     if name in _DCGM:
         gpu = labels.get("gpu", str(len(reading.gpus)))
         key = f"{gpu}/{labels['GPU_I_ID']}" if labels.get("GPU_I_ID") else gpu  # a MIG instance
@@ -135,7 +218,7 @@ def _take(reading: MetricsReading, name: str, labels: dict[str, str], value: flo
         return
     reading.vllm_series += 1
     if name == "vllm:cache_config_info":
-        _replica(reading, labels).cache_config = {k: v for k, v in labels.items() if k not in REPLICA_LABELS}
+        _replica(reading, labels).cache_config = _config_labels(reading, labels)
     elif name in _GAUGES:
         _replica(reading, labels).values[_GAUGES[name]] = value
     elif (base := re.sub(r"_(bucket|sum|count)$", "", name)) in _HISTOGRAMS:  # typed or untyped text
@@ -176,6 +259,7 @@ def length_mix(hist: Histogram, limit: int = MAX_SAMPLES) -> dict[str, Any] | No
         return None
     counts: list[tuple[int, float]] = []
     previous, finite_sum = 0.0, 0.0
+    note: str | None = None
     for le, cumulative in sorted(hist.buckets.items()):
         n = max(cumulative - previous, 0.0)
         previous = max(previous, cumulative)
@@ -184,10 +268,15 @@ def length_mix(hist: Histogram, limit: int = MAX_SAMPLES) -> dict[str, Any] | No
         if math.isinf(le):
             finite_edge = max((b for b in hist.buckets if not math.isinf(b)), default=1.0)
             tail = (hist.total - finite_sum) / n if hist.total > finite_sum else finite_edge
-            counts.append((max(round(tail), int(finite_edge) + 1), n))
+            if tail > MAX_TOKENS:  # a sum no lengths of these buckets add up to: the +Inf bucket's edge
+                note = f"the histogram's sum leaves {tail:,.0f} tokens a request in +Inf: not a length, not used"
+                tail = finite_edge
+            counts.append((min(max(round(tail), int(finite_edge) + 1), MAX_TOKENS), n))
         else:
             counts.append((max(int(le), 1), n))
             finite_sum += le * n
+    if not counts:
+        return None
     total = sum(n for _, n in counts)
     size = min(limit, round(total)) or 1
     exact = [(length, n * size / total) for length, n in counts]
@@ -199,7 +288,8 @@ def length_mix(hist: Histogram, limit: int = MAX_SAMPLES) -> dict[str, Any] | No
     lengths = [length for length, k in taken for _ in range(k)]
     return {"lengths": lengths, "requests": round(count),
             "mean_tokens": hist.total / hist.count if hist.count > 0 and hist.total > 0 else None,
-            "rule": "finite buckets at their upper edge (le); +Inf at the mean the histogram's sum leaves"}
+            "rule": "finite buckets at their upper edge (le); +Inf at the mean the histogram's sum leaves",
+            "note": note}
 
 
 def replica_json(rep: Replica) -> dict[str, Any]:
@@ -234,7 +324,7 @@ def dcgm_json(gpu: DcgmGpu) -> dict[str, Any]:
         return None if v is None else int(v * MIB)
 
     labels = gpu.labels
-    return {"index": int(gpu.gpu) if gpu.gpu.isdigit() else None, "gpu": gpu.gpu,
+    return {"index": int(gpu.gpu) if gpu.gpu.isdecimal() and len(gpu.gpu) < 8 else None, "gpu": gpu.gpu,
             "mig_instance": labels.get("GPU_I_ID"), "mig_profile": labels.get("GPU_I_PROFILE"),
             "name": labels.get("modelName"), "uuid": labels.get("UUID"),
             "hostname": labels.get("Hostname") or labels.get("hostname"), "total_bytes": as_bytes(total),
@@ -244,4 +334,5 @@ def dcgm_json(gpu: DcgmGpu) -> dict[str, Any]:
 def metrics_to_json(reading: MetricsReading) -> dict[str, Any]:
     return {"replicas": [replica_json(r) for r in reading.replicas.values()],
             "gpus": [dcgm_json(g) for g in reading.gpus.values()],
-            "skipped_lines": reading.skipped_lines[:50], "skipped_line_count": len(reading.skipped_lines)}
+            "skipped_lines": reading.skipped_lines[:50], "skipped_line_count": len(reading.skipped_lines),
+            "refused": reading.refused[:50], "refused_count": len(reading.refused)}

@@ -184,3 +184,15 @@ def test_padding_refuses_numbers_out_of_range_naming_the_field(
     assert main(["padding", write(tmp_path, lengths, "lengths.json"), *flags]) == 2
     line = err_line(capsys)
     assert field in line and said in line
+
+
+def test_import_metrics_names_samples_it_does_not_use(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A NaN usage and an infinite DCGM free MiB were a traceback; now the text names them."""
+    path = tmp_path / "m.prom"
+    path.write_text('vllm:cache_config_info{block_size="16"} 1\nvllm:kv_cache_usage_perc NaN\n'
+                    'DCGM_FI_DEV_FB_FREE{gpu="0"} +Inf\nDCGM_FI_DEV_FB_USED{gpu="0"} 5\n', encoding="utf-8")
+    assert main(["import-metrics", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "not used: vllm:kv_cache_usage_perc nan: not a finite number" in out
+    assert 'not used: DCGM_FI_DEV_FB_FREE{gpu="0"} inf: not a finite number' in out
+    assert "GPU 0 : free ?" in out

@@ -117,3 +117,64 @@ def test_length_mix_scales_to_the_limit_by_largest_remainder() -> None:
     mix = length_mix(big, limit=10)
     assert mix is not None and len(mix["lengths"]) == 10
     assert sorted(set(mix["lengths"])) == [10, 20, 50]
+
+
+# A sample no engine can have: NaN/±Inf (Prometheus allows them on the wire), a negative count or MiB,
+# a usage fraction above 1, a bucket edge that is no token length, cache_config_info numbers that
+# overflow. Before, each raised from int()/round() (a 500 on POST /api/v1/import/metrics, a traceback
+# from `kvledger import-metrics`) or, for a negative DCGM free MiB or a bucket at le="-5", gave a
+# negative total and lengths of -4 tokens. Now each is left out and named with why.
+@pytest.mark.parametrize(
+    ("text", "series", "reason"),
+    [
+        ('vllm:request_prompt_tokens_bucket{le="100"} 5\nvllm:request_prompt_tokens_bucket{le="+Inf"} +Inf\n'
+         "vllm:request_prompt_tokens_count +Inf\n", 'vllm:request_prompt_tokens_bucket{le="+Inf"}',
+         "not a finite number"),
+        ('vllm:request_prompt_tokens_bucket{le="100"} NaN\n', 'vllm:request_prompt_tokens_bucket{le="100"}',
+         "not a finite number"),
+        ('vllm:request_prompt_tokens_bucket{le="-5"} 5\nvllm:request_prompt_tokens_bucket{le="+Inf"} 7\n',
+         'vllm:request_prompt_tokens_bucket{le="-5"}', "bucket edge le='-5' is not a token length"),
+        ('vllm:request_prompt_tokens_bucket{le="1e300"} 5\n', 'vllm:request_prompt_tokens_bucket{le="1e300"}',
+         "is not a token length"),
+        ('DCGM_FI_DEV_FB_FREE{gpu="0"} +Inf\nDCGM_FI_DEV_FB_USED{gpu="0"} 5\n', 'DCGM_FI_DEV_FB_FREE{gpu="0"}',
+         "not a finite number"),
+        ('DCGM_FI_DEV_FB_FREE{gpu="0"} -5\nDCGM_FI_DEV_FB_USED{gpu="0"} 5\n', 'DCGM_FI_DEV_FB_FREE{gpu="0"}',
+         "negative"),
+        ('vllm:kv_cache_usage_perc{engine="0"} 1.5\n', 'vllm:kv_cache_usage_perc{engine="0"}', "above 1"),
+        ('vllm:num_requests_running{engine="0"} 1e300\n', 'vllm:num_requests_running{engine="0"}', "larger than"),
+        ('vllm:cache_config_info{block_size="16",num_gpu_blocks="inf"} 1\n',
+         'vllm:cache_config_info{num_gpu_blocks="inf"}', "not a finite number"),
+        ('vllm:cache_config_info{block_size="16",gpu_memory_utilization="1.5"} 1\n',
+         'vllm:cache_config_info{gpu_memory_utilization="1.5"}', "outside 0 … 1"),
+    ],
+)
+def test_a_sample_no_engine_can_have_is_named_and_not_used(text: str, series: str, reason: str) -> None:
+    out = _json(text)
+    (refused,) = [r for r in out["refused"] if r["series"] == series]
+    assert reason in refused["reason"]
+    for rep in out["replicas"]:
+        for mix in rep["length_mix"].values():
+            assert mix is None or all(1 <= n <= 10**7 for n in mix["lengths"])
+        assert rep["num_gpu_blocks"] is None or rep["num_gpu_blocks"] >= 0
+    for gpu in out["gpus"]:
+        assert gpu["free_bytes"] is None and gpu["total_bytes"] is None
+
+
+def test_a_good_sample_beside_a_refused_one_is_still_read() -> None:
+    out = _json('vllm:cache_config_info{block_size="16",num_gpu_blocks="inf"} 1\n'
+                'DCGM_FI_DEV_FB_FREE{gpu="0"} 100\nDCGM_FI_DEV_FB_USED{gpu="0"} 28\n')
+    (rep,) = out["replicas"]
+    assert (rep["block_size"], rep["num_gpu_blocks"], out["refused_count"]) == (16, None, 1)
+    assert out["gpus"][0]["total_bytes"] == 128 * MIB
+
+
+def test_a_histogram_sum_that_no_lengths_add_up_to_is_not_a_length() -> None:
+    out = _json('vllm:request_prompt_tokens_bucket{le="100"} 5\nvllm:request_prompt_tokens_bucket{le="+Inf"} 6\n'
+                "vllm:request_prompt_tokens_count 6\nvllm:request_prompt_tokens_sum 1e12\n")
+    mix = out["replicas"][0]["length_mix"]["prompt_tokens"]
+    assert mix["lengths"] == [100] * 5 + [101] and "not a length" in mix["note"]
+
+
+def test_a_dcgm_gpu_label_of_unicode_digits_has_no_index() -> None:
+    out = _json('DCGM_FI_DEV_FB_FREE{gpu="\u00b2"} 100\nDCGM_FI_DEV_FB_USED{gpu="\u00b2"} 28\n')
+    assert (out["gpus"][0]["index"], out["gpus"][0]["gpu"]) == (None, "\u00b2")

@@ -166,3 +166,16 @@ def test_every_deploy_format_carries_the_lmcache_environment(client: TestClient)
     assert llm_d["decode"]["containers"][0]["env"] == entries
     plain = client.get("/plan/export/kserve?model=llama-3.1-8b").text
     assert "env:" not in plain  # no offload tier, no environment
+
+
+def test_api_and_page_name_metrics_samples_no_engine_can_have(client: TestClient) -> None:
+    """NaN, +Inf and overflowing cache_config_info labels were a 500 on both; now 200, named."""
+    text = ('vllm:cache_config_info{block_size="16",num_gpu_blocks="1e400"} 1\n'
+            'vllm:kv_cache_usage_perc{engine="0"} NaN\nDCGM_FI_DEV_FB_FREE{gpu="\u00b2"} +Inf\n'
+            'DCGM_FI_DEV_FB_USED{gpu="\u00b2"} 5\n')
+    api = client.post("/api/v1/import/metrics", json={"text": text})
+    assert api.status_code == 200, api.text
+    assert [r["reason"] for r in api.json()["refused"]] == ["not a finite number"] * 3
+    page = client.post("/import/metrics", data={"text": text})
+    assert page.status_code == 200
+    assert page.text.count('class="alert metrics-refused"') == 3 and "num_gpu_blocks=&#34;1e400&#34;" in page.text
