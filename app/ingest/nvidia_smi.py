@@ -81,7 +81,7 @@ def _mib(value: str) -> int | None:
 
 def _int(value: str) -> int | None:
     v = value.strip()
-    return int(v) if v.isdigit() and len(v) < 16 else None
+    return int(v) if v.isdecimal() and len(v) < 16 else None  # not isdigit: int("²") raises
 
 
 def _text(value: str) -> str | None:

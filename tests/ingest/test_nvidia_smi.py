@@ -135,3 +135,14 @@ def test_never_raises(text: str) -> None:
     p = parse_nvidia_smi(text)
     assert "parser_error" not in [f.code for f in p.findings]
     smi_parse_to_json(p)
+
+
+def test_a_unicode_digit_index_loses_its_index_not_every_gpu() -> None:
+    """'²' is str.isdigit() but not int(): the whole parse was a parser_error and no GPU was read
+    (found by test_never_raises with ',²')."""
+    text = ("index, name, memory.total [MiB], memory.used [MiB], memory.free [MiB], driver_version\n"
+            "\u00b2, NVIDIA H100, 81559 MiB, 0 MiB, 81000 MiB, 550\n0, NVIDIA H100, 81559 MiB, 0 MiB, 81000 MiB, 550\n")
+    p = parse_nvidia_smi(text)
+    assert "parser_error" not in [f.code for f in p.findings]
+    assert [g.index for g in p.gpus] == [None, 0]
+    assert "parser_error" not in [f.code for f in parse_nvidia_smi(",\u00b2").findings]
