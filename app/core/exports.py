@@ -7,8 +7,9 @@ Every format is rendered from the plan JSON's `vllm_args` (the (flag, value) pai
 Where a chart has its own key for a flag, the key is looked up by the vLLM flag name:
 - production-stack (vllm-project/production-stack helm/templates/deployment-vllm-multi.yaml,
   commit a6c01db05f65): `vllmConfig.tensorParallelSize` (it also mounts /dev/shm for TP),
-  every other flag in `vllmConfig.extraArgs`; the template writes `--no-enable-prefix-caching`
-  unless `enablePrefixCaching` is true, so it is set true (vLLM's default);
+  every other flag in `vllmConfig.extraArgs`; the template writes `--enable-prefix-caching` when
+  `enablePrefixCaching` is true and `--no-enable-prefix-caching` otherwise, so that key carries the
+  plan's setting and neither flag is repeated in `extraArgs`;
 - llm-d model-service (llm-d-incubation/llm-d-modelservice charts/llm-d-modelservice/templates/
   _helpers.tpl `vllmServeModelCommand`, commit 3051935eb5a4): `parallelism.tensor` and
   `parallelism.data`/`dataLocal` become `--tensor-parallel-size`/`--data-parallel-size`, the
@@ -38,6 +39,7 @@ CSV_COLUMNS = ("rank", "total_bytes", "free_at_start_bytes", "requested_bytes", 
                "non_torch_bytes", "cuda_graph_bytes", "activation_bytes", "kv_bytes", "blocks", "tokens",
                "raw_tokens", "stranded_bytes", "will_start", "binding")
 _PRODUCTION_STACK_KEYS = {"--tensor-parallel-size": "tensorParallelSize"}
+_PREFIX_FLAGS = ("--enable-prefix-caching", "--no-enable-prefix-caching")
 _LLM_D_PARALLELISM = {"--tensor-parallel-size": "tensor", "--data-parallel-size": "data"}
 
 
@@ -171,13 +173,20 @@ def kserve(pairs: Sequence[tuple[str, FlagValue]], env: Env | None = None) -> st
     return _yaml(doc)
 
 
-def production_stack(pairs: Sequence[tuple[str, FlagValue]], env: Env | None = None) -> str:
+def production_stack(
+    pairs: Sequence[tuple[str, FlagValue]], env: Env | None = None, prefix_caching: bool | None = None
+) -> str:
+    """Helm values; `prefix_caching` is the plan's effective setting (vLLM's default when the flags
+    leave it out): the chart writes `--enable-prefix-caching` or `--no-enable-prefix-caching` from
+    `enablePrefixCaching` itself, so neither flag goes in `extraArgs` as well."""
     model = _model(pairs, "production-stack")
-    vllm: dict[str, object] = {"enablePrefixCaching": True}
+    stated = [f for f, _ in pairs if f in _PREFIX_FLAGS]
+    enabled = stated[-1] == _PREFIX_FLAGS[0] if stated else prefix_caching is not False
+    vllm: dict[str, object] = {"enablePrefixCaching": enabled}
     for flag, key in _PRODUCTION_STACK_KEYS.items():
         if any(f == flag for f, _ in pairs):
             vllm[key] = _value(pairs, flag)
-    vllm["extraArgs"] = args_list(_rest(pairs, _PRODUCTION_STACK_KEYS))
+    vllm["extraArgs"] = args_list([(f, v) for f, v in _rest(pairs, _PRODUCTION_STACK_KEYS) if f not in _PREFIX_FLAGS])
     spec = {"name": k8s_name(model), "repository": IMAGE, "tag": IMAGE_TAG, "modelURL": model, "replicaCount": 1,
             "requestCPU": 8, "requestMemory": "32Gi", "requestGPU": gpus_per_engine(pairs), "vllmConfig": vllm,
             **({"env": _env_list(env)} if env else {})}
@@ -229,7 +238,10 @@ def export(result: Mapping[str, Any], fmt: str) -> Export:
     if fmt == "kserve":
         return Export(kserve(pairs, env), "application/yaml", "inferenceservice.yaml")
     if fmt == "production-stack":
-        return Export(production_stack(pairs, env), "application/yaml", "production-stack-values.yaml")
+        engine = result.get("engine")
+        prefix = engine.get("enable_prefix_caching") if isinstance(engine, Mapping) else None
+        text = production_stack(pairs, env, prefix if isinstance(prefix, bool) else None)
+        return Export(text, "application/yaml", "production-stack-values.yaml")
     if fmt == "llm-d":
         text, notes = llm_d(pairs, env)
         return Export(text, "application/yaml", "llm-d-values.yaml", notes)

@@ -178,3 +178,38 @@ def test_a_plan_labelled_but_given_only_as_bytes_per_token_emits_no_model() -> N
 ])
 def test_model_ids_are_what_vllm_serve_can_load(name: str, served: bool) -> None:
     assert is_model_id(name) is served
+
+
+def _chart_command(spec: dict[str, Any]) -> list[str]:
+    """The engine flags production-stack's deployment-vllm-multi.yaml (commit 010004eea56f) writes
+    from a modelSpec's vllmConfig: the prefix-caching flag from enablePrefixCaching, then
+    --tensor-parallel-size, then extraArgs."""
+    engine = spec["vllmConfig"]
+    out = ["--enable-prefix-caching" if engine["enablePrefixCaching"] else "--no-enable-prefix-caching"]
+    if "tensorParallelSize" in engine:
+        out += ["--tensor-parallel-size", str(engine["tensorParallelSize"])]
+    return out + list(engine["extraArgs"])
+
+
+@pytest.mark.parametrize(("engine", "version", "enabled"), [
+    ({"enable_prefix_caching": False}, "0.11.0", False),
+    ({}, "0.11.0", True),
+    ({"enable_prefix_caching": True}, "0.6.4", True),
+    ({}, "0.6.4", False),
+])
+def test_production_stack_says_prefix_caching_once_as_the_plan_has_it(
+    engine: dict[str, Any], version: str, enabled: bool
+) -> None:
+    """A plan without prefix caching exported `enablePrefixCaching: true` and `--no-enable-prefix-caching`
+    in extraArgs (the chart then ran both flags); a V0 plan (prefix caching off by default) exported
+    true, which the chart turns into --enable-prefix-caching: another engine than the plan's."""
+    doc = {"model": {"catalogue": "llama-3.1-70b"}, "layout": {"tp": 4}, "gpu": {"total": "80 GiB"},
+           "vllm_version": version, "engine": {"max_model_len": 32768, **engine}}
+    result = run_plan(doc)
+    (spec,) = yaml.safe_load(export(result, "production-stack").text)["servingEngineSpec"]["modelSpec"]
+    assert spec["vllmConfig"]["enablePrefixCaching"] is enabled
+    command = _chart_command(spec)
+    assert [f for f in command if "prefix-caching" in f] == [
+        "--enable-prefix-caching" if enabled else "--no-enable-prefix-caching"]
+    served = read_serve("vllm serve meta-llama/Meta-Llama-3.1-70B " + " ".join(command)).document()
+    assert served["engine"].get("enable_prefix_caching", enabled) is enabled
