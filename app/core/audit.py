@@ -2,7 +2,8 @@
 
 Theory of operation. A ledger is a snapshot of per-rank memory rows (bytes, integers, None
 where unknown) plus the evidence that produced them (vLLM version, driver, layout, ...).
-``diff_ledgers`` matches ranks by label, subtracts every row, derives the change in KV tokens,
+``diff_ledgers`` matches ranks by label, else by their TP/PP/DP place (vLLM renames its process
+prefixes between releases), subtracts every row, derives the change in KV tokens,
 lists the evidence keys that changed, and turns the pattern into plain words:
 
 * a KV pool that shrank while ``cuda_graph_bytes``/``activation_bytes`` grew by about as much is
@@ -255,14 +256,13 @@ def diff_ledgers(
     max_model_len: int | None = None,
     free_drop_threshold_bytes: int = 256 * MIB,
 ) -> LedgerDiff:
-    """Compare ledger ``a`` (before) with ``b`` (after), rank by rank (matched by label).
+    """Compare ledger ``a`` (before) with ``b`` (after), rank by rank (matched by `paired_ranks`).
 
     Tokens per rank come from measured ``kv_tokens``, else blocks × the evidence's
     ``block_size``, else KV bytes ÷ ``bytes_per_token`` when given."""
-    before = {row.rank: row for row in a.ranks}
-    after = {row.rank: row for row in b.ranks}
-    labels = list(before) + [label for label in after if label not in before]
-    ranks = tuple(_rank_diff(label, before.get(label), after.get(label), a, b, bytes_per_token) for label in labels)
+    ranks = tuple(
+        _rank_diff(label, before, after, a, b, bytes_per_token) for label, before, after in paired_ranks(a, b)
+    )
     keys = list(a.evidence) + [key for key in b.evidence if key not in a.evidence]
     changes = tuple(
         EvidenceChange(key, a.evidence.get(key), b.evidence.get(key))
@@ -285,6 +285,66 @@ def diff_ledgers(
         _concurrency(min_tokens.after, max_model_len),
     )
     return LedgerDiff(ranks, changes, min_kv, min_tokens, tuple(readings), concurrency)
+
+
+_INDEX = re.compile(r"(?:^|_)(DP|PP|TP)(\d+)(?=$|_)")
+_GLOBAL_RANK = re.compile(r"(?:^|_)(?:rank=)?(\d+)$")
+
+
+def _tp(snapshot: LedgerSnapshot) -> int | None:
+    value = snapshot.evidence.get("tp")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def rank_position(label: str, only: bool, tp: int | None) -> tuple[int, int, int] | None:
+    """Where a rank sits, (DP, PP, TP), from its label; None when the label does not say.
+
+    vLLM renamed its process prefixes across releases (VLLM-NOTES §1.11): one GPU worker is
+    `(VllmWorker rank=0 …)`, `(VllmWorker TP0 …)`, `(Worker_TP0 …)` or `(Worker_TP0_EP0 …)` by release,
+    and a one-GPU engine is `EngineCore_DP0` before #36822 (≈v0.18) and `EngineCore` after. `rank=N`
+    is the worker's rank in its engine, `pp_rank × tp + tp_rank` (`initialize_model_parallel` lays
+    ranks out as (DP, PP, PCP, TP), TP fastest: vllm/distributed/parallel_state.py:1592 @28be48fa9,
+    with PCP 1; a bare "N" is read the same way); the one rank of a one-rank ledger whose label
+    states no index (`EngineCore`, `Worker`, `driver`) is (DP, 0, 0)."""
+    found = {k: int(v) for k, v in _INDEX.findall(label)}
+    dp = found.get("DP", 0)
+    if "TP" in found or "PP" in found:
+        return dp, found.get("PP", 0), found.get("TP", 0)
+    whole = _GLOBAL_RANK.search(label) if not label.startswith(("pid=", "EngineCore")) else None
+    if whole is not None:  # `rank=N` (or a bare index): PP 1 unless the ledger's TP says otherwise
+        n = int(whole[1])
+        return (dp, n // tp, n % tp) if tp else (dp, 0, n)
+    return (dp, 0, 0) if only else None
+
+
+def paired_ranks(
+    a: LedgerSnapshot, b: LedgerSnapshot
+) -> list[tuple[str, LedgerRow | None, LedgerRow | None]]:
+    """Ranks of ``a`` and ``b`` side by side: the same label, else the same (DP, PP, TP) position
+    (`rank_position`: a vLLM upgrade renames the processes, not the GPUs), shown as "old → new";
+    what matches neither way is a rank of one ledger only."""
+    after = {row.rank: row for row in b.ranks}
+    by_label = {row.rank for row in a.ranks} & set(after)
+
+    def positions(s: LedgerSnapshot) -> dict[tuple[int, int, int], str]:
+        seen: dict[tuple[int, int, int], list[str]] = {}
+        for row in s.ranks:
+            if row.rank not in by_label:
+                pos = rank_position(row.rank, len(s.ranks) == 1, _tp(s))
+                if pos is not None:
+                    seen.setdefault(pos, []).append(row.rank)
+        return {pos: labels[0] for pos, labels in seen.items() if len(labels) == 1}
+
+    mine, theirs = positions(a), positions(b)
+    renamed = {label: theirs[pos] for pos, label in mine.items() if pos in theirs}
+    taken = set(renamed.values())
+    out: list[tuple[str, LedgerRow | None, LedgerRow | None]] = []
+    for row in a.ranks:
+        new = row.rank if row.rank in by_label else renamed.get(row.rank)
+        label = row.rank if new in (None, row.rank) else f"{row.rank} → {new}"
+        out.append((label, row, after.get(new) if new is not None else None))
+    out += [(row.rank, None, row) for row in b.ranks if row.rank not in by_label and row.rank not in taken]
+    return out
 
 
 def _concurrency(tokens: int | None, max_model_len: int | None) -> float | None:

@@ -231,9 +231,13 @@ def test_diff_with_itself_is_all_zeros(snapshot: LedgerSnapshot) -> None:
 @given(_snapshots, _snapshots)
 def test_diff_is_antisymmetric(a: LedgerSnapshot, b: LedgerSnapshot) -> None:
     forward, backward = diff_ledgers(a, b), diff_ledgers(b, a)
-    assert {r.rank for r in forward.ranks} == {r.rank for r in backward.ranks}
+
+    def pair(label: str) -> frozenset[str]:  # a rank renamed between the ledgers is "old → new" each way
+        return frozenset(label.split(" → "))
+
+    assert {pair(r.rank) for r in forward.ranks} == {pair(r.rank) for r in backward.ranks}
     for rank in forward.ranks:
-        other = backward.rank(rank.rank)
+        other = next(r for r in backward.ranks if pair(r.rank) == pair(rank.rank))
         for row, back in zip((*rank.rows, rank.tokens), (*other.rows, other.tokens), strict=True):
             assert row.delta == (None if back.delta is None else -back.delta)
     assert {(c.key, c.before, c.after) for c in forward.evidence_changes} == {
@@ -251,3 +255,19 @@ def test_evidence_recorded_on_one_side_only_is_not_read_as_a_change() -> None:
     diff = diff_ledgers(a, b)
     assert [c.key for c in diff.evidence_changes] == ["gpu_memory_utilization"]
     assert not any("gpu_memory_utilization" in r for r in diff.readings)
+
+
+def test_ranks_renamed_by_a_vllm_upgrade_are_the_same_gpus() -> None:
+    """v0.7–v0.10.0 print `(VllmWorker rank=N …)`, v0.10.2+ `(Worker_PP1_TP0 …)`: rank=N is pp × tp + tp."""
+    from app.core.audit import LedgerRow, LedgerSnapshot, diff_ledgers
+
+    old = LedgerSnapshot(tuple(LedgerRow(f"rank={n}", kv_bytes=10 * GIB + n) for n in range(4)), {"tp": 2})
+    new = LedgerSnapshot(tuple(LedgerRow(f"PP{p}_TP{t}", kv_bytes=9 * GIB) for p in (0, 1) for t in (0, 1)), {"tp": 2})
+    diff = diff_ledgers(old, new)
+    assert [r.rank for r in diff.ranks] == ["rank=0 → PP0_TP0", "rank=1 → PP0_TP1", "rank=2 → PP1_TP0",
+                                            "rank=3 → PP1_TP1"]
+    assert [r.row("kv_bytes").delta for r in diff.ranks] == [-GIB - n for n in range(4)]
+    # a label that states no index pairs only when it is its ledger's one rank
+    two = LedgerSnapshot((LedgerRow("driver"), LedgerRow("pid=7")), {})
+    assert [r.status for r in diff_ledgers(two, LedgerSnapshot((LedgerRow("EngineCore"),), {})).ranks] == [
+        "removed", "removed", "added"]

@@ -216,3 +216,25 @@ def test_upload_a_log_file_and_ledgers_stay_immutable(client: TestClient) -> Non
         for path in (f"/l/{ledger_id}", f"/l/{ledger_id}.json", "/d/dep"):
             assert client.request(method, path).status_code == 405, (method, path)
     assert client.get(f"/l/{ledger_id}.json").json() == before
+
+
+def test_an_upgrade_that_renamed_the_engine_process_diffs_the_same_gpu(client: TestClient) -> None:
+    """Qwen3-30B-A3B-2507 on one H100 under vLLM 0.10.2 (public/72: the rank prints as EngineCore_DP0)
+    and 0.22.1 (public/71: `EngineCore`, #36822). The diff showed the one GPU as 'removed' and
+    'added' with no delta on any row; it is one rank, compared row by row."""
+    _create(client, "q3", "Qwen3-30B upgrade")
+    old = _import(client, "q3", "public/72-v0102-qwen3-30b-a3b-2507-h100-tp1-native-sampler.log")
+    new = _import(client, "q3", "public/71-v0221-qwen3-30b-a3b-2507-online-fp8-h100-tp1-cg-estimate.log")
+    assert [r["rank"] for r in old["ranks"]] == ["EngineCore_DP0"] and [r["rank"] for r in new["ranks"]] == [
+        "EngineCore"]
+    twin = client.get(f"/diff.json?a={old['slug']}&b={new['slug']}").json()
+    (rank,) = twin["ranks"]
+    assert (rank["rank"], rank["status"]) == ("EngineCore_DP0 → EngineCore", "both")
+    weights = rank["rows"]["weights_bytes"]
+    assert (weights["before"], weights["after"]) == (old["ranks"][0]["weights_bytes"], new["ranks"][0]["weights_bytes"])
+    assert weights["delta"] == new["ranks"][0]["weights_bytes"] - old["ranks"][0]["weights_bytes"] < 0
+    assert rank["tokens"]["delta"] == 464656 - 94784
+    assert not any("only one ledger" in r for r in twin["readings"])
+    page = client.get(f"/diff?a={old['slug']}&b={new['slug']}")
+    assert page.status_code == 200 and "EngineCore_DP0 → EngineCore" in page.text
+    assert '<span class="badge bad">' not in page.text
