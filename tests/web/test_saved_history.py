@@ -218,7 +218,9 @@ def test_upload_a_log_file_and_ledgers_stay_immutable(client: TestClient) -> Non
     assert client.get(f"/l/{ledger_id}.json").json() == before
 
 
-def test_an_upgrade_that_renamed_the_engine_process_diffs_the_same_gpu(client: TestClient) -> None:
+def test_an_upgrade_that_renamed_the_engine_process_diffs_the_same_gpu(
+    client: TestClient, renders: list[RenderEvent]
+) -> None:
     """Qwen3-30B-A3B-2507 on one H100 under vLLM 0.10.2 (public/72: the rank prints as EngineCore_DP0)
     and 0.22.1 (public/71: `EngineCore`, #36822). The diff showed the one GPU as 'removed' and
     'added' with no delta on any row; it is one rank, compared row by row."""
@@ -238,3 +240,10 @@ def test_an_upgrade_that_renamed_the_engine_process_diffs_the_same_gpu(client: T
     page = client.get(f"/diff?a={old['slug']}&b={new['slug']}")
     assert page.status_code == 200 and "EngineCore_DP0 → EngineCore" in page.text
     assert '<span class="badge bad">' not in page.text
+    # the history chart: one line for the one GPU, not two half lines
+    assert client.get("/d/q3").status_code == 200
+    chart = last_render(renders, "pages/deployment.html").context["chart"]
+    (line,) = [t for t in chart["data"] if t["name"].startswith("rank ")]
+    assert line["name"] == "rank EngineCore_DP0 → EngineCore"
+    kv = [side["ranks"][0]["kv_bytes"] / GIB for side in (old, new)]
+    assert line["y"] == [pytest.approx(kv[0]), pytest.approx(kv[1])]

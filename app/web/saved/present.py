@@ -18,6 +18,7 @@ from typing import Any
 
 from starlette.requests import Request
 
+from app.core.audit import rank_position
 from app.core.errors import InputError
 from app.db import repository as repo
 from app.schemas import validate_plan
@@ -122,25 +123,37 @@ def _point_label(point: HistoryPoint) -> str:
     return f"#{ledger.id} · {day}"
 
 
-def _rank_labels(points: Sequence[HistoryPoint]) -> list[str]:
-    labels: dict[str, None] = {}
+def _rank_key(point: HistoryPoint, label: str) -> object:
+    """One line per GPU: a rank's (DP, PP, TP) place when its label states one (or it is its
+    ledger's one rank), so a vLLM upgrade that renamed the processes (EngineCore_DP0 → EngineCore,
+    rank=N → Worker_PP…_TP…) continues the line (`audit.rank_position`); else the label."""
+    ranks = point.ledger.ranks
+    tp = point.ledger.evidence.get("tp")
+    place = rank_position(label, len(ranks) == 1, tp if isinstance(tp, int) and not isinstance(tp, bool) else None)
+    return label if place is None else place
+
+
+def _rank_lines(points: Sequence[HistoryPoint]) -> list[tuple[object, list[str]]]:
+    lines: dict[object, list[str]] = {}
     for point in points:
         for row in point.ledger.ranks:
-            labels.setdefault(row.rank, None)
-    return list(labels)
+            names = lines.setdefault(_rank_key(point, row.rank), [])
+            if row.rank not in names:
+                names.append(row.rank)
+    return list(lines.items())
 
 
 def history_figure(points: Sequence[HistoryPoint]) -> dict[str, Any]:
     """KV GiB per rank (one line per rank) and the binding rank's tokens over the ledgers."""
     x = [_point_label(p) for p in points]
-    labels = _rank_labels(points)[:MAX_RANK_TRACES]
+    lines = _rank_lines(points)[:MAX_RANK_TRACES]
     traces: list[dict[str, Any]] = []
-    for i, label in enumerate(labels):
+    for i, (key, labels) in enumerate(lines):
         values: list[float | None] = []
         for point in points:
-            row = next((r for r in point.ledger.ranks if r.rank == label), None)
+            row = next((r for r in point.ledger.ranks if _rank_key(point, r.rank) == key), None)
             values.append(row.kv_bytes / GIB if row is not None and row.kv_bytes is not None else None)
-        name = html.escape(f"rank {label}")
+        name = html.escape(f"rank {' → '.join(labels)}")
         traces.append({
             "type": "scatter", "mode": "lines+markers", "name": name, "x": x, "y": values,
             "line": {"color": PALETTE[i % len(PALETTE)], "width": 2}, "connectgaps": False,
