@@ -84,15 +84,15 @@ def test_the_child_hands_back_a_small_outcome_not_the_parsed_log(own_tempdir: Pa
     reply = own_tempdir / "reply-repeated"
     assert outcome.error is None and once.error is None
     copies = text.count(real_logs(1))
-    # where one copy's last log meets the next copy's first, the two runs read as one or stay two (the same at every
-    # seam: two when the last log ends in a start-up failure, as public/79 does, which closes its run)
-    assert outcome.run_count == len(outcome.run_docs)
-    assert copies * once.run_count - outcome.run_count in (0, copies - 1)
+    # every copy's runs are its own: where one copy's last log meets the next copy's first, the next
+    # log's process labels come back under other pids and its workers start to size after the last
+    # start's engine figures (vllm_log_runs), so no run spans the seam
+    assert outcome.run_count == len(outcome.run_docs) == copies * once.run_count
     assert copies >= 3 and len(outcome.docs) <= len(once.docs) + 1  # repeated runs share their documents
     assert len(pickle.dumps(outcome)) < len(text) / 20
-    # the reply (without its "plans", which the server appends) is in the file: every run of the log, parsed
-    parsed = orjson.loads(reply.read_bytes() + b'"plans":[]}')
-    assert len(parsed["runs"]) == outcome.run_count and parsed["plans"] == []
+    # the reply (without its "plans") is in the file: every run of the parsed log
+    written = orjson.loads(reply.read_bytes() + b'"plans":[]}')
+    assert len(written["runs"]) == outcome.run_count
 
 
 def test_the_page_shows_its_first_runs_and_says_how_many_it_has(monkeypatch: pytest.MonkeyPatch) -> None:
