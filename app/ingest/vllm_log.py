@@ -34,6 +34,7 @@ from collections.abc import Callable
 from app.ingest import vllm_log_config as cfg
 from app.ingest import vllm_log_lines as ln
 from app.ingest import vllm_log_rank_index as rank_index
+from app.ingest.vllm_log_cut import cut_last_number
 from app.ingest.vllm_log_lines import Fact
 from app.ingest.vllm_log_model import Finding, LogParse, gc_paused, log_parse_to_json
 from app.ingest.vllm_log_prefix import identity_before
@@ -367,6 +368,9 @@ def parse_vllm_log(text: str) -> LogParse:
 def _parse(text: str) -> LogParse:
     findings: list[Finding] = []
     origin: list[int] | None = None
+    text, cut = cut_last_number(text, line_ops)
+    if cut is not None:
+        findings.append(cut)
     wrap = _wrap_widths(text) if "\n" in text else None
     if wrap is not None:
         width = wrap[0]

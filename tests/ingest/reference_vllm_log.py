@@ -27,9 +27,11 @@ from app.ingest.vllm_log import (
     Extractor,
     _unwrap,
     _wrap_widths,
+    line_ops,
 )
 from app.ingest.vllm_log import _HEADER_RE as _HEADER
 from app.ingest.vllm_log import _REPEATED_RE as _REPEATED
+from app.ingest.vllm_log_cut import cut_last_number
 from app.ingest.vllm_log_lines import Fact
 from app.ingest.vllm_log_model import Finding, LogParse
 from app.ingest.vllm_log_prefix import identity_before
@@ -162,6 +164,9 @@ def parse_vllm_log(text: str) -> LogParse:
 def _parse(text: str) -> LogParse:
     findings: list[Finding] = []
     origin: list[int] | None = None
+    text, cut = cut_last_number(text, line_ops)  # the same preparation of the text (app.ingest.vllm_log_cut)
+    if cut is not None:
+        findings.append(cut)
     wrap = _wrap_widths(text) if "\n" in text else None
     if wrap is not None:
         width = wrap[0]

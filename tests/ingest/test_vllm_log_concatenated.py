@@ -63,3 +63,20 @@ def test_an_engine_of_another_pid_is_another_start() -> None:
     assert [r["rank"] for r in first["ranks"]] == ["EngineCore_DP0"]
     assert (second["engine"]["kv_tokens"], second["engine"]["num_gpu_blocks"]) == (100752, 6297)
     assert sorted(r["rank"] for r in second["ranks"]) == ["TP0", "TP1", "TP2", "TP3"]
+
+
+def test_a_log_cut_inside_its_last_number_does_not_read_the_cut_number() -> None:
+    """18's text cut after 'num_gpu_blocks is: 62' (of 6297, a `head -c` or a paste that stopped short)
+    showed 'engine: 62 blocks' beside 100,752 tokens, with no word of it."""
+    (path,) = LOGS.glob("18-*.log")
+    text = read(path)
+    cut = text[: text.index("num_gpu_blocks is: 6297") + len("num_gpu_blocks is: 62")]
+    doc = parsed(cut)
+    (run,) = runs(doc)
+    assert run["engine"]["num_gpu_blocks"] is None and run["engine"]["kv_tokens"] == 100752
+    (finding,) = [f for f in doc["findings"] if f["code"] == "last_line_cut"]
+    assert finding["line"] == 24 and finding["number"] == "62" and "may be cut short" in finding["message"]
+    # the whole line with its newline, or a last line ending in a unit, is read as printed
+    assert runs(parsed(text))[0]["engine"]["num_gpu_blocks"] == 6297
+    kv = text[: text.index("Available KV cache memory: 2.31 GiB") + len("Available KV cache memory: 2.31 GiB")]
+    assert not [f for f in parsed(kv)["findings"] if f["code"] == "last_line_cut"]

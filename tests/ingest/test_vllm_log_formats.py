@@ -267,7 +267,7 @@ def test_repeated_equal_length_lines_are_not_taken_for_a_hard_wrap() -> None:
         "Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 0.0 tokens/s, "
         "Running: 0 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.0%, Prefix cache hit rate: 0.0%"
     )
-    text = "\n".join([idle] * 50 + ["Loading model weights took 1.0000 GB", "# GPU blocks: 7, # CPU blocks: 1"])
+    text = "\n".join([idle] * 50 + ["Loading model weights took 1.0000 GB", "# GPU blocks: 7, # CPU blocks: 1"]) + "\n"
     out = parsed(text)
     assert out["findings"] == []
     (run,) = runs(out)
