@@ -247,3 +247,18 @@ def test_an_upgrade_that_renamed_the_engine_process_diffs_the_same_gpu(
     assert line["name"] == "rank EngineCore_DP0 → EngineCore"
     kv = [side["ranks"][0]["kv_bytes"] / GIB for side in (old, new)]
     assert line["y"] == [pytest.approx(kv[0]), pytest.approx(kv[1])]
+
+
+def test_a_run_or_length_in_other_digits_is_a_422_not_a_500(client: TestClient) -> None:
+    """run='²' (str.isdigit() but not int()) and a 5,000-digit max_model_len (beyond int()'s 4,300)
+    were 500s on the ledger import and the diff."""
+    _create(client)
+    for run in ("\u00b2", "\u0661", "9" * 5000):
+        response = client.post("/api/v1/deployments/qwen-3090/ledgers", data={"text": log_text(OLD_LOG), "run": run})
+        assert response.status_code == 422 and response.json()["error"]["field"] == "run", response.text
+    a = _import(client, "qwen-3090", OLD_LOG)["slug"]
+    b = _import(client, "qwen-3090", NEW_LOG)["slug"]
+    for tokens in ("\u00b2", "9" * 5000):
+        diff = client.get(f"/diff.json?a={a}&b={b}&max_model_len={tokens}")
+        assert diff.status_code == 422 and diff.json()["error"]["field"] == "max_model_len", diff.text
+    assert client.get(f"/diff.json?a={a}&b={b}&max_model_len=32768").status_code == 200

@@ -159,12 +159,20 @@ def _date(text: str) -> dt.date | None:
         raise InputError("captured_at", "give the date as YYYY-MM-DD") from None
 
 
+def _whole(text: str) -> int | None:
+    """A whole number written in ASCII digits (at most 18 of them), else None: str.isdigit() takes
+    '²' and int() takes no more than 4,300 digits, and either was a 500 here."""
+    value = text.strip()
+    return int(value) if value.isascii() and value.isdigit() and len(value) <= 18 else None
+
+
 def _run(text: str) -> int | None:
     if not text.strip():
         return None
-    if not text.strip().isdigit():
+    run = _whole(text)
+    if run is None:
         raise InputError("run", "the run is a number: 0 for the first start-up in the log")
-    return int(text.strip())
+    return run
 
 
 LogForm = Annotated[str, Form(description="the vLLM start-up log text")]
@@ -272,9 +280,10 @@ def _ledger_id(session: Session, text: str, field: str) -> int:
 def _max_model_len(text: str) -> int | None:
     if not text.strip():
         return None
-    if not text.strip().isdigit() or int(text.strip()) <= 0:
+    tokens = _whole(text)
+    if tokens is None or tokens <= 0:
         raise InputError("max_model_len", "max_model_len is a positive number of tokens")
-    return int(text.strip())
+    return tokens
 
 
 @router.get("/diff.json", include_in_schema=False)
