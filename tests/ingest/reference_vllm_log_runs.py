@@ -8,7 +8,7 @@ from app.ingest.vllm_log_finish import RankAcc, RunAcc, finish_run
 from app.ingest.vllm_log_lines import Fact
 from app.ingest.vllm_log_model import Finding, Run, Stated
 from app.ingest.vllm_log_prefix import API, DRIVER, ENGINE, WORKER, Identity, prefix_clue
-from app.ingest.vllm_log_runs import _START_DAYS, _days_on, _worker_family
+from app.ingest.vllm_log_runs import _START_DAYS, _days_on, _shared_label, _worker_family
 
 _ENGINE_DONE = ("kv_tokens", "num_gpu_blocks", "max_concurrency", "num_gpu_blocks_final")
 _MIN_FIELDS = ("kv_tokens", "max_concurrency", "num_gpu_blocks")
@@ -93,7 +93,7 @@ class RunBuilder:
         cur = self._cur
         if ident.kind != DRIVER and ident.pid is not None and (cur.has_memory or cur.marks):
             known, family = cur.pids.get(ident.label), _worker_family(ident)
-            if (known is not None and known != ident.pid) or (
+            if (known is not None and known != ident.pid and not _shared_label(ident)) or (
                 family is not None and cur.worker_family not in (None, family)
             ):  # another process under a known label, or another era's worker prefix: another start
                 self._new_run(line)

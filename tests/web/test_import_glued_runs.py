@@ -40,11 +40,12 @@ def test_every_link_the_api_hands_out_for_two_glued_logs_opens(client: TestClien
 def test_a_run_with_more_processes_than_workers_is_refused_with_its_labels() -> None:
     """The document the glued run made before the reader split it: EngineCore_DP0 beside TP0-TP3 at TP4."""
     labels = ["EngineCore_DP0", "TP0", "TP1", "TP2", "TP3"]
-    doc = {"layout": {"tp": 4}, "ranks": [{"label": label, "total": "23.56 GiB"} for label in labels]}
+    ranks = [{"label": label, "total": "23.56 GiB"} for label in labels]
+    doc: dict[str, object] = {"layout": {"tp": 4}, "ranks": ranks}
     with pytest.raises(InputError) as err:
         require_whole_ranks(doc)
     assert err.value.field == "ranks"
     said = err.value.message
     assert "come from 5 processes (EngineCore_DP0, TP0, TP1, TP2, TP3)" in said
     assert "import each on its own" in said
-    require_whole_ranks({**doc, "ranks": doc["ranks"][1:]})  # four workers at TP4: whole
+    require_whole_ranks({**doc, "ranks": ranks[1:]})  # four workers at TP4: whole
