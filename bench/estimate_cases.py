@@ -169,9 +169,10 @@ CASES: tuple[Case, ...] = (
          "0.10.1", 1, 0.9, 32768, total_gib=139.72, free_gib=7.34, fails="free_memory"),
     # public/39: the same comment's engine line (issue #15815, turn 8) reads "V0 LLM engine (v0.7.1)",
     # max_seq_len=10000, chunked_prefill_enabled=False
-    # public/43 (v0.6.4.post1, a 48 GB card, 47.74 GiB): 4.09 GiB of whole-device non-torch memory
+    # public/43 (v0.6.4.post1, a 48 GB card, 47.74 GiB): 4.09 GiB of whole-device non-torch memory; the post's
+    # flag list above the block states enforce-eager (index.json "flags")
     Case(P + "43-v064post1-qwen25-72b-gptq-48gb-tp1-mml-fail.log", 0, "qwen2.5-72b-gptq-int4", None, "0.6.4", 1, 0.95,
-         8192, total_gib=47.74, v1=False, fails="max_model_len"),
+         8192, total_gib=47.74, v1=False, fails="max_model_len", enforce_eager=True),
     Case("public/39-v072-qwen25-32b-2xl40s-tp2-v0-rows.log", 0, "qwen2.5-32b", "L40S 48GB", "0.7.1", 2, 0.9, 10000,
          total_gib=44.42, v1=False, interconnect="pcie"),
     # public/47: lm_eval's vLLM model (the LLM class: 8192 batched tokens, 256 sequences on an A100,
