@@ -39,6 +39,7 @@ class Edge:
         self.app = app
         self.memo = memo
         self.limited = BodySizeLimit(app, max_body_bytes=max_body_bytes, max_log_bytes=max_log_bytes)
+        # Starlette's own settings of gzip (its excluded media types normalised), read once, not per request
         gzip = GZipMiddleware(self.limited, minimum_size=minimum_size, compresslevel=compresslevel)
         self.minimum_size, self.compresslevel = gzip.minimum_size, gzip.compresslevel
         self.thread_minimum_size, self.excluded = gzip.thread_minimum_size, gzip.exclude_content_types
