@@ -258,6 +258,9 @@ class EngineDoc(_Strict):
     kv_cache_dtype: Annotated[str, BeforeValidator(_kv_dtype)] = "auto"
     block_size: int = Field(default=16, ge=1, le=4096)
     max_model_len: int | None = Field(default=None, ge=1, le=100_000_000)
+    # `--max-model-len auto` (or -1, vLLM ≥ 0.14): with no max_model_len stated, vLLM fits it to the KV
+    # memory at start (app.core.plan.AUTO_FIT_SINCE)
+    max_model_len_auto: bool = False
     max_num_batched_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
     max_num_seqs: int | None = Field(default=None, ge=1, le=1_000_000)
     enforce_eager: bool = False

@@ -113,6 +113,8 @@ class Engine:
     # True when no document or log stated block_size: vLLM's backend picks it for the model, the cache
     # dtype and the card (app.core.mla_rules), so a KV-dtype what-if re-picks it (whatif.kv_dtype_change)
     block_size_assumed: bool = False
+    # `--max-model-len auto` / -1 with no length stated: vLLM fits max_model_len to the KV memory (`compute`)
+    max_model_len_auto: bool = False
 
 
 @dataclass(frozen=True)
@@ -316,8 +318,41 @@ def ledger_rules(plan: PlanInput, rules: VersionRules) -> LedgerRules:
     )
 
 
+#: `--max-model-len auto` (-1): vllm/v1/core/kv_cache_utils.py `_auto_fit_max_model_len` (8ee90c83f,
+#: PR #29431, 2025-12-24, taken as v0.14.0; human_readable_int refused "auto" before).
+AUTO_FIT_SINCE = (0, 14, 0)
+
+
 def compute(plan: PlanInput, rkv: RankKV | None = None) -> PlanResult:
-    """Work out the whole plan."""
+    """Work out the whole plan; with `--max-model-len auto`, at the length vLLM fits to the KV memory."""
+    result = _compute(plan, rkv)
+    if not plan.engine.max_model_len_auto:
+        return result
+    return _auto_fit(result, rkv)
+
+
+def _auto_fit(result: PlanResult, rkv: RankKV | None) -> PlanResult:
+    """vLLM's `_auto_fit_max_model_len` (vllm/v1/core/kv_cache_utils.py @28be48fa9): the model's length
+    when one such request fits every worker, else the largest that does (its binary search over each
+    worker's KV memory: the admission's `largest_max_model_len`), or a refusal when not one token fits."""
+    plan, adm = result.plan, result.admission
+    engine = replace(plan.engine, max_model_len_auto=False, max_model_len_assumed=False)
+    full = plan.engine.max_model_len
+    if adm.fits_max_model_len:
+        note = f"--max-model-len auto: the model's full length {full:,} fits the KV memory, so vLLM keeps it"
+        return _compute(replace(plan, engine=engine, notes=(*plan.notes, note)), rkv)
+    largest = adm.largest_max_model_len
+    if not largest or largest <= 0 or not all(lg.will_start for lg in result.ledgers):
+        return result  # no KV memory at all: vLLM refuses ("Cannot auto-fit max_model_len"), as the plan says
+    note = (f"--max-model-len auto: vLLM fits max_model_len to the KV memory, reduced from {full:,} to "
+            f"{largest:,} (\"Auto-fit max_model_len: reduced from {full} to {largest}\"): the plan and its flags "
+            "use that length")
+    fitted = replace(engine, max_model_len=largest)
+    return _compute(replace(plan, engine=fitted, notes=(*plan.notes, note)), rkv)
+
+
+def _compute(plan: PlanInput, rkv: RankKV | None = None) -> PlanResult:
+    """Work out the whole plan at its max_model_len."""
     rules = with_cudagraph_estimate(rules_for(plan.vllm_version), plan.engine.estimate_cudagraphs)
     per_stage = None
     if rkv is None:

@@ -282,6 +282,10 @@ def _take(reading: ServeReading, spec: PlanFlag, value: str | None, given: str, 
             reading.notes.append(f"{given} {value}: {exc}")
             return False
         raise InputError(f"{where} {given}", str(exc)) from None
+    if parsed is None and spec.key == "max_model_len":  # human_readable_int_or_auto: vLLM auto-fits it
+        reading.engine["max_model_len_auto"] = True
+        reading.written["engine.max_model_len_auto"] = given
+        return False
     if parsed is None:
         reading.notes.append(f"{given} {value}: left to vLLM's default (the plan derives it)")
         return False

@@ -16,7 +16,7 @@ from app.core.lora import LoraSpec, check_lora
 from app.core.max_len import long_length_note, refusal
 from app.core.mla_rules import mla_sizing
 from app.core.nontorch import Interconnect
-from app.core.plan import Engine, Layout, ModelInput, PlanInput, Policy, check_rank_count, with_columns
+from app.core.plan import AUTO_FIT_SINCE, Engine, Layout, ModelInput, PlanInput, Policy, check_rank_count, with_columns
 from app.core.prefix_pool import V1_SINCE
 from app.core.profile_run import FLASHINFER_SAMPLER_BYTES, FLASHINFER_SAMPLER_DEFAULT_SINCE, flashinfer_sampler_in_use
 from app.core.shape import ModelShape, check_given_max_model_len, default_max_model_len
@@ -173,7 +173,16 @@ def _engine(doc: PlanDocument, model: ModelInput, version: str) -> Engine:
         max_num_batched_tokens_assumed=engine_doc.max_num_batched_tokens is None,
         max_num_seqs_assumed=engine_doc.max_num_seqs is None,
         block_size_assumed="block_size" not in engine_doc.model_fields_set,
+        max_model_len_auto=_auto_length(engine_doc.max_model_len_auto and not engine_doc.max_model_len, version),
     )
+
+
+def _auto_length(auto: bool, version: str) -> bool:
+    """`--max-model-len auto` where the version has it (app.core.plan.AUTO_FIT_SINCE), else refused."""
+    if auto and rules_for(version).version < AUTO_FIT_SINCE:
+        raise InputError("engine.max_model_len_auto", f"vLLM {rules_for(version).label} has no --max-model-len auto "
+                         "(PR #29431, v0.14: its argparse refuses it): give the length")
+    return auto
 
 
 def _estimate_cudagraphs(given: bool | None, version: str) -> bool | None:

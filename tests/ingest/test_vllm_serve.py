@@ -129,8 +129,10 @@ def test_kubernetes_args_list_and_aliases() -> None:
 
 def test_command_and_args_list_from_a_pod_spec() -> None:
     r = read_serve(["vllm", "serve", "Qwen/Qwen3-14B", "--tensor-parallel-size=2", "--max-model-len", "auto"])
-    assert r.document() == {"model": {"catalogue": "qwen3-14b", "name": "Qwen/Qwen3-14B"}, "layout": {"tp": 2}}
-    assert any("left to vLLM's default" in n for n in r.notes)
+    # `auto`: vLLM fits the length to the KV memory (app.core.plan._auto_fit), not the model's default
+    assert r.document() == {"model": {"catalogue": "qwen3-14b", "name": "Qwen/Qwen3-14B"}, "layout": {"tp": 2},
+                            "engine": {"max_model_len_auto": True}}
+    assert not any("left to vLLM's default" in n for n in r.notes)
 
 
 def test_vllm_config_yaml_flat_and_nested() -> None:
