@@ -340,7 +340,7 @@ def _auto_fit(result: PlanResult, rkv: RankKV | None) -> PlanResult:
     full = plan.engine.max_model_len
     if adm.fits_max_model_len:
         note = f"--max-model-len auto: the model's full length {full:,} fits the KV memory, so vLLM keeps it"
-        return _compute(replace(plan, engine=engine, notes=(*plan.notes, note)), rkv)
+        return replace(result, plan=replace(plan, engine=engine, notes=(*plan.notes, note)))  # nothing else moves
     largest = adm.largest_max_model_len
     if not largest or largest <= 0 or not all(lg.will_start for lg in result.ledgers):
         return result  # no KV memory at all: vLLM refuses ("Cannot auto-fit max_model_len"), as the plan says
