@@ -126,6 +126,15 @@ def _attention_geometry(
     return heads, kv_heads, latent, latent
 
 
+def _positive(cfg: HFConfig, *keys: str) -> int | None:
+    """A size that may be left out but not stated as 0: a vocabulary of 0 planned a model with no
+    embedding, LM head or sampler, and a length of 0 a model that holds no token."""
+    value = cfg.int_or_none(*keys)
+    if value == 0:
+        raise InputError(f"model.config.{keys[0]}", "must be a positive integer when given, got 0")
+    return value
+
+
 def shape_from_config(
     config: Mapping[str, object], safetensors_index: Mapping[str, object] | None = None
 ) -> ModelShape:
@@ -148,8 +157,8 @@ def shape_from_config(
         num_layers=num_layers, num_attention_heads=heads, num_kv_heads=kv_heads,
         head_dim=head_dim, head_dim_v=head_dim, hidden_size=hidden,
         intermediate_size=cfg.int_or_none("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim"),
-        vocab_size=cfg.int_or_none("vocab_size", "padded_vocab_size"),
-        max_position_embeddings=cfg.int_or_none("max_position_embeddings", "n_positions", "seq_length"),
+        vocab_size=_positive(cfg, "vocab_size", "padded_vocab_size"),
+        max_position_embeddings=_positive(cfg, "max_position_embeddings", "n_positions", "seq_length"),
         tie_word_embeddings=_tied(cfg, notes), dtype=dtype, layer_kinds=kinds,
         sliding_window=window, attention_chunk_size=chunk, mla_latent_dim=latent,
         num_experts=cfg.int_or_none("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"),
