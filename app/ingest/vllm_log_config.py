@@ -111,7 +111,9 @@ def _setting(name: str, raw: str, pos: int) -> Fact | None:
         return None
     if name in _CONFIG_INT:
         return (
-            Fact("settings", _CONFIG_INT[name], int(raw), printed, 0, pos) if raw.isdigit() and len(raw) < 16 else None
+            Fact("settings", _CONFIG_INT[name], int(raw), printed, 0, pos)
+            if raw.isascii() and raw.isdigit() and len(raw) < 16  # isdigit() alone takes '²', int() does not
+            else None
         )
     if name in _CONFIG_BOOL:
         return (

@@ -384,3 +384,16 @@ def test_config_values_read_as_one_character_at_a_time(s: str, i: int) -> None:
 
     i = min(i, len(s))
     assert _read_value(s, i) == _read_value_by_character(s, i)
+
+
+def test_an_engine_config_value_in_other_digits_loses_that_value_not_the_line() -> None:
+    """max_seq_len=8² (a garbled paste): str.isdigit() took '8²' and int() raised, so the whole engine
+    config line was a parser_error and the run lost its stated vLLM version (0.24.0) and model."""
+    text = ("(EngineCore pid=1) INFO 07-09 21:27:35 [core.py:114] Initializing a V1 LLM engine (v0.24.0) with "
+            "config: model='m', max_seq_len=8\u00b2, tensor_parallel_size=1\n"
+            "(EngineCore pid=1) INFO 07-09 21:29:51 [gpu_worker.py:508] Available KV cache memory: 11.92 GiB\n")
+    out = parsed(text)
+    assert "parser_error" not in [f["code"] for f in out["findings"]]
+    (run,) = runs(out)
+    assert (run["vllm_version"], run["settings"]["model"], run["settings"]["max_model_len"]) == ("0.24.0", "m", None)
+    assert run["settings"]["tensor_parallel_size"] == 1
