@@ -488,7 +488,37 @@ def bytes_per_token_from_run(run: Mapping[str, Any]) -> int | None:
     kv_values = [k for k in kvs if k and k > 0]  # a negative KV figure (a failed start) implies nothing
     if not blocks or blocks < 0 or not kv_values:
         return None
-    return min(kv_values) // (blocks * block_size) or None
+    implied = min(kv_values) // (blocks * block_size)
+    bound = _per_worker_bound(run, engine)
+    return (implied if bound is None else min(implied, bound)) or None
+
+
+def _printed_int(item: object) -> int | None:
+    printed = item.get("printed") if isinstance(item, Mapping) else None
+    text = printed.replace(",", "") if isinstance(printed, str) else ""
+    return int(text) if text.isascii() and text.isdigit() and len(text) < 16 else None
+
+
+def _per_worker_bound(run: Mapping[str, Any], engine: Mapping[str, Any]) -> int | None:
+    """The largest bytes per token every rank's own token figure allows, or None.
+
+    v0.8.2–v0.11.0 print one `GPU KV cache size` per worker (before the minimum; vllm/v1/core/
+    kv_cache_utils.py `get_kv_cache_configs` @72c99f2a): worker i holds floor(kv_i / page) blocks, so
+    bytes per token ≤ kv_i // tokens_i for each. Blocks grow with KV memory, so the figures pair
+    with the ranks' KV bytes in sorted order (the lines name no rank). The binding rank alone allows
+    a value one byte too large when its KV bytes sit just above a block boundary (log 14: 48,129 B for
+    Qwen3-235B's 48,128 = 94 layers × 1 KV head × 128 × 2 × 2 B, which put 4 of its 8 ranks one block
+    below the 14,837 / 14,845 blocks their own lines print)."""
+    evidence = (engine.get("evidence") or {}).get("kv_tokens")
+    if not isinstance(evidence, Mapping):
+        return None
+    tokens = [_printed_int(evidence), *(_printed_int(x) for x in evidence.get("also") or [])]
+    ranks = [r for r in run.get("ranks") or [] if isinstance(r, Mapping) and (_as_int(r.get("kv_bytes")) or 0) > 0]
+    if len(tokens) < 2 or len(tokens) != len(ranks) or any(t is None or t <= 0 for t in tokens):
+        return None
+    room = sorted((_as_int(r.get("kv_bytes")) or 0) + (_as_int((r.get("tolerance") or {}).get("kv_bytes")) or 0)
+                  for r in ranks)
+    return min(kv // t for kv, t in zip(room, sorted(t for t in tokens if t is not None), strict=True))
 
 
 def residuals(run: Mapping[str, Any], config: Mapping[str, object] | None, per_token: int | None = None,

@@ -193,3 +193,20 @@ def test_an_open_version_range_reads_in_words(client: TestClient) -> None:
     both = run_display(0, {"version": {"inferred_min": "0.8.0", "inferred_max_exclusive": "0.9.0"}})
     assert both["version_text"] == "not stated (inferred 0.8.0 – <0.9.0)"
     assert run_display(0, {"version": {}})["version_text"] == "not stated (no version inferred)"
+
+
+def test_an_imported_run_shows_each_rank_the_blocks_its_own_log_line_prints(client: TestClient) -> None:
+    """Log 14 (v0.10.2, Qwen3-235B-A22B-FP8 TP8 on 8× L40S) prints one 'GPU KV cache size' per worker
+    (238,208 / 237,392 / 237,344 / 237,520 / 238,256 / 237,344 / 237,392 / 237,520) and each rank's KV
+    in bytes. Its plan took 48,129 B per token (the binding rank's bytes ÷ its tokens) where the model
+    has 48,128 (94 layers × 1 KV head at TP8 × 128 × 2 × 2 B), and showed TP1, TP3, TP6, TP7 one block
+    (16 tokens) below their own lines: 237,376 for 237,392."""
+    text = next(LOGS.glob("14-*.log")).read_text()
+    out = client.post("/import.json", data={"text": text}, headers=SAME).json()
+    assert out["runs"][0]["implied_kv_bytes_per_token"] == 48128
+    plan = client.get(out["plans"][0]["url"].replace("/plan?", "/plan.json?")).json()
+    assert plan["kv_bytes_per_token"] == 48128 and plan["page_bytes"] == 48128 * 16
+    tokens = {r["rank"]: r["tokens"] for r in plan["ranks"]}
+    assert tokens == {"TP0_EP0": 238208, "TP1_EP1": 237392, "TP2_EP2": 237344, "TP3_EP3": 237520,
+                      "TP4_EP4": 238256, "TP5_EP5": 237344, "TP6_EP6": 237392, "TP7_EP7": 237520}
+    assert (plan["blocks"], plan["tokens"], plan["binding_rank"]) == (14834, 237344, "TP2_EP2")
