@@ -403,7 +403,8 @@ def cmd_import_metrics(args: argparse.Namespace) -> int:
         print(line)
     for gpu in out["gpus"]:
         free = "?" if gpu["free_bytes"] is None else fmt_bytes(gpu["free_bytes"])
-        print(f"GPU {gpu['gpu']} {gpu['name'] or ''}: free {free}")
+        mig = f" (MIG {gpu['mig_instance']})" if gpu.get("mig_instance") else ""
+        print(f"GPU {gpu['gpu']}{mig} {gpu['name'] or ''}: free {free}")
     for rep in out["replicas"]:
         for side, mix in rep["length_mix"].items():
             if mix and mix.get("note"):

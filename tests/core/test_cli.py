@@ -196,3 +196,12 @@ def test_import_metrics_names_samples_it_does_not_use(tmp_path: Path, capsys: py
     assert "not used: vllm:kv_cache_usage_perc nan: not a finite number" in out
     assert 'not used: DCGM_FI_DEV_FB_FREE{gpu="0"} inf: not a finite number' in out
     assert "GPU 0 : free ?" in out
+
+
+def test_import_metrics_names_each_mig_instance(capsys: pytest.CaptureFixture[str]) -> None:
+    """DCGM on an A30 split by MIG printed 'GPU 0 NVIDIA A30: free 5.87 GiB' four times (the page says
+    '(MIG 3)'): four lines no reader could tell apart."""
+    metrics = Path(__file__).parents[1] / "data" / "metrics" / "dcgm-a30-mig.prom"
+    assert main(["import-metrics", str(metrics)]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("GPU ")]
+    assert len(lines) == len(set(lines)) >= 4 and all("(MIG " in line for line in lines)
