@@ -67,6 +67,7 @@ def plan_from_log_run(
     run = log_run(parsed, run_index)
     doc: JSON = {"from_log": {"runs": [_plain(run)]}, "log_run": 0}
     if layout:
+        _check_layout(run, layout)
         doc["layout"] = dict(layout)
     if model is not None:
         named = (run.get("settings") or {}).get("model")
@@ -77,6 +78,25 @@ def plan_from_log_run(
     require_length(out)
     require_whole_ranks(out)
     return out
+
+
+def _check_layout(run: Mapping[str, Any], layout: Mapping[str, int]) -> None:
+    """InputError when a TP/PP given with the import cannot be this run's: the log states another,
+    or its ranks' prefixes name higher indices (`Worker_TP3` → TP ≥ 4; app.ingest.vllm_log_layout).
+    A plan of the log's ranks under a layout they cannot have shows them not starting."""
+    stated: Mapping[str, Any] = run.get("layout") or {}
+    for key in ("tp", "pp"):
+        given, info = layout.get(key), stated.get(key)
+        if given is None or not isinstance(info, Mapping):
+            continue
+        value, least, basis = info.get("value"), info.get("at_least"), info.get("basis") or "the log"
+        name = key.upper()
+        if isinstance(value, int) and value != given:
+            raise InputError(key, f"this run states {name} {value} ({basis}); the {name} given with the import "
+                                  f"({given}) is not this run's: leave it empty for a log that states its layout")
+        if isinstance(least, int) and given < least:
+            raise InputError(key, f"this run's {name} is at least {least} ({basis}); the {name} given with the "
+                                  f"import ({given}) cannot hold those ranks")
 
 
 def _plain(obj: Any) -> Any:

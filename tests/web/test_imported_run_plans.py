@@ -210,3 +210,20 @@ def test_an_imported_run_shows_each_rank_the_blocks_its_own_log_line_prints(clie
     assert tokens == {"TP0_EP0": 238208, "TP1_EP1": 237392, "TP2_EP2": 237344, "TP3_EP3": 237520,
                       "TP4_EP4": 238256, "TP5_EP5": 237344, "TP6_EP6": 237392, "TP7_EP7": 237520}
     assert (plan["blocks"], plan["tokens"], plan["binding_rank"]) == (14834, 237344, "TP2_EP2")
+
+
+def test_a_tp_given_with_the_import_that_the_log_contradicts_makes_no_plan(client: TestClient) -> None:
+    """Log 18's ranks print as Worker_TP0 … Worker_TP3. Importing it with TP 2 typed on the import page
+    made a plan of two ranks with -12.46 GiB of KV each, 'will not start': a verdict about a layout
+    the run cannot have. The run's plan entry now says why it has no plan."""
+    text = next(LOGS.glob("18-*.log")).read_text()
+    form = {"text": text, "model": "qwen3-vl-30b-a3b-instruct"}
+    bad = client.post("/import.json", data={**form, "tp": "2"}, headers=SAME).json()
+    (entry,) = bad["plans"]
+    assert entry["url"] is None and "TP is at least 4" in entry["error"] and "(2)" in entry["error"]
+    page = client.post("/import", data={**form, "tp": "2"}, headers=SAME)
+    assert page.status_code == 200 and "TP is at least 4" in html.unescape(page.text)
+    good = client.post("/import.json", data={**form, "tp": "4"}, headers=SAME).json()
+    assert good["plans"][0]["error"] is None
+    plan = client.get(good["plans"][0]["url"].replace("/plan?", "/plan.json?")).json()
+    assert plan["blocks"] == 6297 and plan["will_start"] is True
