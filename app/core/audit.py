@@ -317,34 +317,42 @@ def rank_position(label: str, only: bool, tp: int | None) -> tuple[int, int, int
     return (dp, 0, 0) if only else None
 
 
+def paired_labels(
+    a: Sequence[str], b: Sequence[str], tp_a: int | None = None, tp_b: int | None = None
+) -> list[tuple[str, str | None, str | None]]:
+    """Rank labels of two ledgers (or plans) side by side, (shown label, label in a, label in b):
+    the same label, else the same (DP, PP, TP) place (`rank_position`: a vLLM upgrade renames the
+    processes, not the GPUs), shown as "old → new"; what matches neither way is one side's only."""
+    common = set(a) & set(b)
+
+    def positions(labels: Sequence[str], tp: int | None) -> dict[tuple[int, int, int], str]:
+        seen: dict[tuple[int, int, int], list[str]] = {}
+        for label in labels:
+            if label not in common:
+                pos = rank_position(label, len(labels) == 1, tp)
+                if pos is not None:
+                    seen.setdefault(pos, []).append(label)
+        return {pos: found[0] for pos, found in seen.items() if len(found) == 1}
+
+    mine, theirs = positions(a, tp_a), positions(b, tp_b)
+    renamed = {label: theirs[pos] for pos, label in mine.items() if pos in theirs}
+    taken = set(renamed.values())
+    out: list[tuple[str, str | None, str | None]] = []
+    for label in a:
+        new = label if label in common else renamed.get(label)
+        out.append((label if new in (None, label) else f"{label} → {new}", label, new))
+    out += [(label, None, label) for label in b if label not in common and label not in taken]
+    return out
+
+
 def paired_ranks(
     a: LedgerSnapshot, b: LedgerSnapshot
 ) -> list[tuple[str, LedgerRow | None, LedgerRow | None]]:
-    """Ranks of ``a`` and ``b`` side by side: the same label, else the same (DP, PP, TP) position
-    (`rank_position`: a vLLM upgrade renames the processes, not the GPUs), shown as "old → new";
-    what matches neither way is a rank of one ledger only."""
+    """Ranks of ``a`` and ``b`` side by side (`paired_labels`)."""
+    before = {row.rank: row for row in a.ranks}
     after = {row.rank: row for row in b.ranks}
-    by_label = {row.rank for row in a.ranks} & set(after)
-
-    def positions(s: LedgerSnapshot) -> dict[tuple[int, int, int], str]:
-        seen: dict[tuple[int, int, int], list[str]] = {}
-        for row in s.ranks:
-            if row.rank not in by_label:
-                pos = rank_position(row.rank, len(s.ranks) == 1, _tp(s))
-                if pos is not None:
-                    seen.setdefault(pos, []).append(row.rank)
-        return {pos: labels[0] for pos, labels in seen.items() if len(labels) == 1}
-
-    mine, theirs = positions(a), positions(b)
-    renamed = {label: theirs[pos] for pos, label in mine.items() if pos in theirs}
-    taken = set(renamed.values())
-    out: list[tuple[str, LedgerRow | None, LedgerRow | None]] = []
-    for row in a.ranks:
-        new = row.rank if row.rank in by_label else renamed.get(row.rank)
-        label = row.rank if new in (None, row.rank) else f"{row.rank} → {new}"
-        out.append((label, row, after.get(new) if new is not None else None))
-    out += [(row.rank, None, row) for row in b.ranks if row.rank not in by_label and row.rank not in taken]
-    return out
+    pairs = paired_labels([r.rank for r in a.ranks], [r.rank for r in b.ranks], _tp(a), _tp(b))
+    return [(shown, before.get(x) if x else None, after.get(y) if y else None) for shown, x, y in pairs]
 
 
 def _concurrency(tokens: int | None, max_model_len: int | None) -> float | None:

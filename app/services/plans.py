@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from app.core.audit import paired_labels
 from app.core.checks import plan_checks
 from app.core.errors import InputError
 from app.core.kvspec import rank_kv
@@ -168,20 +169,27 @@ def _delta(a: object, b: object) -> JSON:
     return out
 
 
+def _layout_tp(result: Mapping[str, Any]) -> int | None:
+    tp = (result.get("layout") or {}).get("tp")
+    return tp if isinstance(tp, int) and not isinstance(tp, bool) and tp > 0 else None
+
+
 def compare(a: Mapping[str, Any], b: Mapping[str, Any]) -> JSON:
     """Two plan results side by side: every result and every rank row with its delta."""
     ranks_a = {r["rank"]: r for r in a.get("ranks", [])}
     ranks_b = {r["rank"]: r for r in b.get("ranks", [])}
-    labels = list(ranks_a) + [k for k in ranks_b if k not in ranks_a]
+    # ranks by label, else by TP/PP/DP place: a vLLM upgrade renames EngineCore_DP0 to EngineCore
+    pairs = paired_labels(list(ranks_a), list(ranks_b), _layout_tp(a), _layout_tp(b))
     return {
         "results": {k: _delta(a.get(k), b.get(k)) for k in _COMPARE_KEYS},
         "binding_rank": {"a": a.get("binding_rank"), "b": b.get("binding_rank")},
         "ranks": [
             {
-                "rank": label,
-                "rows": {k: _delta(ranks_a.get(label, {}).get(k), ranks_b.get(label, {}).get(k)) for k in _RANK_KEYS},
+                "rank": shown,
+                "rows": {k: _delta(ranks_a.get(x or "", {}).get(k), ranks_b.get(y or "", {}).get(k))
+                         for k in _RANK_KEYS},
             }
-            for label in labels
+            for shown, x, y in pairs
         ],
         "flags": {"a": a.get("flags", []), "b": b.get("flags", [])},
     }

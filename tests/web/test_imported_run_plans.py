@@ -227,3 +227,21 @@ def test_a_tp_given_with_the_import_that_the_log_contradicts_makes_no_plan(clien
     assert good["plans"][0]["error"] is None
     plan = client.get(good["plans"][0]["url"].replace("/plan?", "/plan.json?")).json()
     assert plan["blocks"] == 6297 and plan["will_start"] is True
+
+
+def test_comparing_the_plans_of_an_upgrade_pairs_the_renamed_rank(client: TestClient) -> None:
+    """Qwen3-30B-A3B-2507 on one H100: public/72 (vLLM 0.10.2, EngineCore_DP0) and public/71 (0.22.1,
+    EngineCore after #36822). /compare showed the one GPU as two ranks, each with the other side's
+    rows empty and no delta; it is one rank, compared row by row."""
+    urls = []
+    for n in ("72", "71"):
+        text = next((LOGS / "public").glob(f"{n}-*.log")).read_text()
+        out = client.post("/import.json", data={"text": text, "model": "qwen3-30b-a3b"}, headers=SAME).json()
+        urls.append(out["plans"][0]["url"])
+    compared = client.get("/compare.json", params={"a": urls[0], "b": urls[1]}).json()
+    (rank,) = compared["ranks"]
+    assert rank["rank"] == "EngineCore_DP0 → EngineCore"
+    assert rank["rows"]["tokens"] == {"a": 94784, "b": 464656, "delta": 369872}
+    assert rank["rows"]["weights_bytes"]["delta"] < 0  # fp8 weights: about half
+    page = client.get("/compare", params={"a": urls[0], "b": urls[1]})
+    assert page.status_code == 200 and "EngineCore_DP0 → EngineCore" in html.unescape(page.text)
