@@ -63,6 +63,7 @@ class RunAcc:
     assigned: dict[str, Assignment] = field(default_factory=dict)
     length: Value | None = None  # the max_model_len of the concurrency line or a start-up error
     stamps: dict[str, tuple[int, int, int, int, int]] = field(default_factory=dict)  # last header time per printer
+    latest: tuple[int, int, int, int, int] | None = None  # the latest header time of the run's printers
     pids: dict[str, int] = field(default_factory=dict)  # the pid each process label printed under in this run
     worker_family: str | None = None  # the prefix style of this run's workers (vllm_log_runs._worker_family)
 

@@ -18,13 +18,16 @@ printed it. A run (one engine start) is open until:
   concurrency (vllm/v1/core/kv_cache_utils.py `get_kv_cache_configs` @72c99f2a, v0.10.2), so a
   max-seq-len error for another length cannot belong to a start that printed it (public/21);
 - a process's log header time going backwards (`MM-DD HH:MM:SS`; a step back of more than half a
-  year is a new year), or moving on by more than a day before a memory figure → another start
-  pasted after this one (public/20: two starts of a PR's
-  before/after output). Not for a process whose lines Ray's log monitor relays (`Identity.relayed`):
-  Ray holds a line repeated by several workers back for its dedup window and prints it later with its
-  own, older, time (ray/_private/ray_logging.py `LogDeduplicator`, RAY_DEDUP_LOGS; public/62: a Ray
-  worker's 04:42:46 KV line after its 04:42:58 graph line, public/63 likewise); a restarted Ray worker
-  has another pid, so another rank label.
+  year is a new year), any process's going back more than an hour behind the run's latest line,
+  or moving on by more than a day before a memory figure → another start pasted after this one
+  (public/20: two starts of a PR's before/after output). Not for a process whose lines Ray's log
+  monitor relays (`Identity.relayed`): Ray holds a line repeated by several workers back for its
+  dedup window and prints it later with its own, older, time (ray/_private/ray_logging.py
+  `LogDeduplicator`, RAY_DEDUP_LOGS; public/62: a Ray worker's 04:42:46 KV line after its 04:42:58
+  graph line, public/63 likewise); a restarted Ray worker has another pid, so another rank label;
+- a process label heard again under another pid, a worker (or the driver) new to the run starting
+  to size after the engine's KV figures, or workers of another prefix era (`_other_process`,
+  `_late_worker`, `_worker_family`) → another start.
 Within a rank, a field stated twice keeps the more precise statement (smaller tolerance; the
 other goes to `also`); two statements that disagree beyond their tolerances give a finding.
 Engine figures printed several times (v0.8.2–v0.11.0 print one pre-min pair per worker) resolve
@@ -74,6 +77,18 @@ def _days_on(last: Stamp | None, now: Stamp) -> float:
     gap = day(now) - day(last)
     return gap if gap >= 0 else gap + 12 * 31
 
+
+def _hours_back(last: Stamp | None, now: Stamp) -> float:
+    """How many hours a header time stepped back (0 when it moved on)."""
+    if last is None or not _went_back(last, now):
+        return 0.0
+    return _days_on(now, last) * 24
+
+
+#: Processes of one start write their lines as they go: one process's line stamped earlier than
+#: another's already in the file is a few seconds of buffering, never this much (Ray's relayed lines,
+#: which can be minutes late, are left out: `Identity.relayed`).
+_BACK_HOURS = 1.0
 
 #: One engine start sizes its cache within hours (a large model's load from network storage is the
 #: slow part); a process whose header time moves on by more than this between two memory
@@ -173,12 +188,15 @@ class RunBuilder:
         """Facts of one message match, printed by `ident` on `line` (log header time `stamp`, if any)."""
         cur = self._cur
         if stamp is not None and not ident.relayed:
-            last = cur.stamps.get(ident.label)
+            last, latest = cur.stamps.get(ident.label), cur.latest
             sizing = any(f.scope in ("rank", "engine") for f in facts)
-            if _went_back(last, stamp) or (sizing and _days_on(last, stamp) > _START_DAYS):
+            if (_went_back(last, stamp) or _hours_back(latest, stamp) > _BACK_HOURS
+                    or (sizing and max(_days_on(last, stamp), _days_on(latest, stamp)) > _START_DAYS)):
                 self._new_run(line)
                 cur = self._cur
             cur.stamps[ident.label] = stamp
+            if cur.latest is None or not _went_back(cur.latest, stamp):
+                cur.latest = stamp
         if self._other_process(ident):
             self._new_run(line)
             cur = self._cur

@@ -8,7 +8,7 @@ from app.ingest.vllm_log_finish import RankAcc, RunAcc, finish_run
 from app.ingest.vllm_log_lines import Fact
 from app.ingest.vllm_log_model import Finding, Run, Stated
 from app.ingest.vllm_log_prefix import API, DRIVER, ENGINE, WORKER, Identity, prefix_clue
-from app.ingest.vllm_log_runs import _START_DAYS, _days_on, _shared_label, _worker_family
+from app.ingest.vllm_log_runs import _BACK_HOURS, _START_DAYS, _days_on, _hours_back, _shared_label, _worker_family
 
 _ENGINE_DONE = ("kv_tokens", "num_gpu_blocks", "max_concurrency", "num_gpu_blocks_final")
 _MIN_FIELDS = ("kv_tokens", "max_concurrency", "num_gpu_blocks")
@@ -85,11 +85,14 @@ class RunBuilder:
     def add_group(self, facts: list[Fact], ident: Identity, line: int, stamp: Stamp | None = None) -> None:
         """Facts of one message match, printed by `ident` on `line` (log header time `stamp`, if any)."""
         if stamp is not None and not ident.relayed:  # Ray relays lines out of time order (vllm_log_runs)
-            last = self._cur.stamps.get(ident.label)
+            last, latest = self._cur.stamps.get(ident.label), self._cur.latest
             sizing = any(f.scope in ("rank", "engine") for f in facts)
-            if _went_back(last, stamp) or (sizing and _days_on(last, stamp) > _START_DAYS):
+            if (_went_back(last, stamp) or _hours_back(latest, stamp) > _BACK_HOURS
+                    or (sizing and max(_days_on(last, stamp), _days_on(latest, stamp)) > _START_DAYS)):
                 self._new_run(line)
             self._cur.stamps[ident.label] = stamp
+            if self._cur.latest is None or not _went_back(self._cur.latest, stamp):
+                self._cur.latest = stamp
         cur = self._cur
         if ident.kind != DRIVER and ident.pid is not None and (cur.has_memory or cur.marks):
             known, family = cur.pids.get(ident.label), _worker_family(ident)

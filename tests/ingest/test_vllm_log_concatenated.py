@@ -80,3 +80,15 @@ def test_a_log_cut_inside_its_last_number_does_not_read_the_cut_number() -> None
     assert runs(parsed(text))[0]["engine"]["num_gpu_blocks"] == 6297
     kv = text[: text.index("Available KV cache memory: 2.31 GiB") + len("Available KV cache memory: 2.31 GiB")]
     assert not [f for f in parsed(kv)["findings"] if f["code"] == "last_line_cut"]
+
+
+@pytest.mark.parametrize(("first", "second"), [("07-", "08-"), ("31-", "32-"), ("56-", "57-"), ("49-", "50-")])
+def test_two_public_excerpts_one_after_the_other_are_two_runs(first: str, second: str) -> None:
+    """Excerpts whose processes differ in name: 07 (EngineCore_DP0, 10-31) then 08 (EngineCore_0,
+    08-20) read as one run with 07's KV and 08's weights; 31 (03-08) then 32 (03-17), 56 (unprefixed
+    V0, 02-11) then 57 (EngineCore, 05-28) likewise. One start's processes write as they go: a line
+    an hour behind the run's latest, or a memory figure a day after it, is another start."""
+    (a,) = (LOGS / "public").glob(f"{first}*.log")
+    (b,) = (LOGS / "public").glob(f"{second}*.log")
+    alone = [_shape(r) for p in (a, b) for r in runs(parsed(_text(p)))]
+    assert [_shape(r) for r in runs(parsed(_text(a) + _text(b)))] == alone

@@ -68,7 +68,7 @@ def test_engine_config_tensor_parallel_size_is_the_size() -> None:
 def test_stated_size_wins_over_prefix_bounds() -> None:
     text = read(next(PUBLIC.glob("33-*.log")))
     config = (
-        "INFO 01-01 00:00:00 [core.py:1] Initializing a V1 LLM engine (v0.21.0) with config: "
+        "INFO 05-11 08:26:00 [core.py:1] Initializing a V1 LLM engine (v0.21.0) with config: "
         "model='m', tensor_parallel_size=8, pipeline_parallel_size=1, data_parallel_size=2\n"
     )
     (run,) = runs(parsed(config + text))
