@@ -199,7 +199,8 @@ class LoraDoc(_Strict):
     max_loras: int = Field(default=1, ge=1, le=1024)
     max_lora_rank: int = Field(default=16, ge=1, le=512)
     max_cpu_loras: int | None = Field(default=None, ge=1, le=1_000_000)
-    target_modules: list[Annotated[str, Field(min_length=1, max_length=64)]] | None = Field(
+    #: module names (q_proj, …): one argv word each when written as --lora-target-modules
+    target_modules: list[Annotated[str, Field(min_length=1, max_length=64, pattern=r"^\S+$")]] | None = Field(
         default=None, min_length=1, max_length=64
     )
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from app.core.vllm_flags import MODEL_FLAG, FlagValue, args_list, config_mapping
+from app.core.vllm_flags import MODEL_FLAG, FlagValue, args_list, config_mapping, flag_words
 
 FORMATS = ("serve", "vllm-config", "kserve", "production-stack", "llm-d", "csv")
 IMAGE = "vllm/vllm-openai"
@@ -140,7 +140,7 @@ def serve_command(pairs: Sequence[tuple[str, FlagValue]], env: Env | None = None
     plan needs (LMCache's sizes, `kv_offload_env`) as `NAME=value \\` lines before it."""
     model = _model(pairs, "serve")
     lines = [f"{k}={shlex.quote(v)}" for k, v in (env or {}).items()] + [f"vllm serve {shlex.quote(model)}"]
-    lines += ["  " + " ".join(shlex.quote(w) for w in ([f] if v is None else [f, v])) for f, v in _rest(pairs)]
+    lines += ["  " + " ".join(shlex.quote(w) for w in flag_words(f, v)) for f, v in _rest(pairs)]
     return " \\\n".join(lines) + "\n"
 
 

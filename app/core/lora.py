@@ -51,6 +51,11 @@ _RANKS: tuple[tuple[Version, tuple[int, ...]], ...] = (
     ((0, 5, 5), (8, 16, 32, 64, 128, 256)),  # 9118217f5, 2024-08-06, PR #7146
     ((0, 0, 0), (8, 16, 32, 64)),  # 9b945daaf, 2024-01-23, PR #1804
 )
+#: ``--lora-target-modules`` (``LoRAConfig.target_modules``) arrived in 3717a4dd4 (PR #34984, 2026-03-17).
+#: The mirror has no release tags; main's own deprecations that evening still read "will be removed in
+#: v0.19" (e78821b43, --calculate-kv-scales) and "in v0.20" only from 2026-03-20 (ed359c497), so main was
+#: 0.18.dev: v0.18.0 is taken as the first release with it (the convention of app.core.versions).
+TARGET_MODULES_SINCE: Version = (0, 18, 0)
 EXTRA_VOCAB_UNTIL: Version = (0, 12, 0)  # PR #28545 removed lora_extra_vocab_size (9875be643)
 _EXTRA_VOCAB = 256  # LoRAConfig.lora_extra_vocab_size default; also lora_vocab_padding_size on CUDA
 _DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
@@ -110,6 +115,12 @@ def check_lora(spec: LoraSpec, version: Version, label: str, shape: ModelShape |
             "engine.lora.max_lora_rank",
             f"vLLM {label} accepts --max-lora-rank {', '.join(map(str, ranks))}; got {spec.max_lora_rank} "
             "(vllm/config/lora.py MaxLoRARanks)",
+        )
+    if spec.target_modules is not None and version < TARGET_MODULES_SINCE:
+        raise InputError(
+            "engine.lora.target_modules",
+            f"vLLM {label} has no --lora-target-modules (it arrived in v0.18, PR #34984) and refuses to start with "
+            "a flag it does not know; leave target_modules out (LoRA on every module) or plan for vLLM 0.18 or later",
         )
     if spec.max_loras < 1:
         raise InputError("engine.lora.max_loras", f"max_loras ({spec.max_loras}) must be >= 1.")

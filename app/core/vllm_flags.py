@@ -73,6 +73,9 @@ PLAN_FLAGS: tuple[PlanFlag, ...] = (
 OFFLOAD_FLAGS = ("--kv-offloading-size", "--kv-offloading-backend")
 BY_FLAG: Mapping[str, PlanFlag] = {f.flag: f for f in PLAN_FLAGS}
 MODEL_FLAG = "--model"
+#: Flags argparse reads with nargs="+" (a list field, `collection_to_kwargs` in vllm/engine/arg_utils.py
+#: @28be48fa9): their pair's value is the words joined by one space, one argv word each when written.
+LIST_FLAGS = frozenset({"--lora-target-modules"})
 
 
 @dataclass(frozen=True)
@@ -216,8 +219,10 @@ def _speculative_flags(result: PlanResult) -> list[tuple[str, FlagValue]]:
 
 
 def _lora_flags(result: PlanResult) -> list[tuple[str, FlagValue]]:
-    """``--enable-lora --max-loras N --max-lora-rank R [--max-cpu-loras M]`` (EngineArgs, vllm/engine/arg_utils.py;
-    ``--lora-target-modules`` is not written: older releases lack it, and the default wraps every module)."""
+    """``--enable-lora --max-loras N --max-lora-rank R [--max-cpu-loras M] [--lora-target-modules A B …]``
+    (EngineArgs, vllm/engine/arg_utils.py @28be48fa9). ``--lora-target-modules`` (``LoRAConfig.target_modules``,
+    vllm/config/lora.py, since 3717a4dd4) is written whenever the plan restricts the modules: without it vLLM
+    wraps every module, more memory than planned; a version without the flag is refused by ``check_lora``."""
     lora = result.plan.engine.lora
     if lora is None:
         return []
@@ -226,6 +231,8 @@ def _lora_flags(result: PlanResult) -> list[tuple[str, FlagValue]]:
     ]  # fmt: skip
     if lora.max_cpu_loras is not None:
         out.append(("--max-cpu-loras", str(lora.max_cpu_loras)))
+    if lora.target_modules is not None:
+        out.append(("--lora-target-modules", " ".join(lora.target_modules)))
     return out
 
 
@@ -247,9 +254,16 @@ def _async_flags(result: PlanResult) -> list[tuple[str, FlagValue]]:
     return [("--async-scheduling" if given else "--no-async-scheduling", None)]
 
 
+def flag_words(flag: str, value: FlagValue) -> list[str]:
+    """One pair as argv words: `[flag]`, `[flag, value]`, or a list flag's `[flag, word, word, …]`."""
+    if value is None:
+        return [flag]
+    return [flag, *value.split()] if flag in LIST_FLAGS else [flag, value]
+
+
 def flag_strings(pairs: list[tuple[str, FlagValue]]) -> list[str]:
     """`--flag value` strings (the plan JSON's `flags` list), values shell-quoted (a model name is user text)."""
-    return [flag if value is None else f"{flag} {shlex.quote(value)}" for flag, value in pairs]
+    return [" ".join(shlex.quote(w) if i else w for i, w in enumerate(flag_words(f, v))) for f, v in pairs]
 
 
 def config_mapping(pairs: list[tuple[str, FlagValue]]) -> dict[str, object]:
@@ -261,6 +275,10 @@ def config_mapping(pairs: list[tuple[str, FlagValue]]) -> dict[str, object]:
     for flag, value in pairs:
         key = flag.removeprefix("--")
         spec = BY_FLAG.get(flag)
+        if value is not None and flag in LIST_FLAGS:
+            # a YAML list: load_config_file (vllm/utils/argparse_utils.py @28be48fa9) makes each item a word
+            out[key] = value.split()
+            continue
         out[key] = True if value is None else _typed(spec, value)
     return out
 
@@ -279,7 +297,5 @@ def args_list(pairs: list[tuple[str, FlagValue]], *, with_model: bool = True) ->
     for flag, value in pairs:
         if flag == MODEL_FLAG and not with_model:
             continue
-        out.append(flag)
-        if value is not None:
-            out.append(value)
+        out += flag_words(flag, value)
     return out

@@ -90,9 +90,8 @@ def read_lora(reading: ServeReading, where: str) -> None:
         if key == "lora_target_modules":
             lora["target_modules"] = str(f["value"] or "").split()  # none given: vLLM's parser refuses it
             reading.written["engine.lora.target_modules"] = str(f["flag"])
-            reading.notes.append(f"{f['flag']} {f['value'] or ''}: the LoRA slots are sized for these modules only; "
-                                 "the plan's flags and exports do not write it (releases before 0.18 lack it): "
-                                 "add it to the command you deploy")  # fmt: skip
+            reading.notes.append(f"{f['flag']} {f['value'] or ''}: the LoRA slots are sized for these modules only "
+                                 "(the plan's flags and exports write it too)")
             continue
         number = _int(f["value"], f"{where} {f['flag']}")
         if key == "max_cpu_loras" and number <= 0:
