@@ -88,17 +88,22 @@ KNOBS: tuple[Knob, ...] = (
     Knob("dp", "layout.dp", "int", default="1", structural=True),
     Knob("util", "engine.gpu_memory_utilization", "float", vllm_default=True, whatif="gpu_memory_utilization",
          slider=(0.1, 1.0, 0.01)),
-    Knob("kv_bytes", "engine.kv_cache_memory_bytes", "size"),
+    # The text fields a base may set (saved plan, `vllm serve` command): the form shows the plan's
+    # value and a blank removes the base's (computed budget, the model's length, vLLM's default, none).
+    Knob("kv_bytes", "engine.kv_cache_memory_bytes", "size", clearable=True, removes="engine.kv_cache_memory_bytes",
+         blank_clears=True),
     Knob("kv_dtype", "engine.kv_cache_dtype", "str", default="auto"),
     Knob("quant", "engine.quantization", "str", whatif="quantization", clearable=True),
     # No fixed default: vLLM's backend picks the block size for the model and card when none is stated
     # (MLA on Hopper with an fp8 cache: 64, app.core.mla_rules), so a stated 16 is not "not set" and
     # stays in the URL; "not set" (`block_size=default`, the form's "vLLM's choice") leaves it out.
     Knob("block_size", "engine.block_size", "int", clearable=True, removes="engine.block_size"),
-    Knob("max_model_len", "engine.max_model_len", "int"),
+    Knob("max_model_len", "engine.max_model_len", "int", clearable=True, removes="engine.max_model_len",
+         blank_clears=True),
     Knob("mnbt", "engine.max_num_batched_tokens", "int", vllm_default=True, whatif="max_num_batched_tokens",
          slider=(256, 65536, 256)),
-    Knob("max_num_seqs", "engine.max_num_seqs", "int"),
+    Knob("max_num_seqs", "engine.max_num_seqs", "int", clearable=True, removes="engine.max_num_seqs",
+         blank_clears=True),
     Knob("loras", "engine.lora.max_loras", "int", whatif="max_loras", clearable=True, removes="engine.lora",
          blank_clears=True),  # blank: LoRA off, the base's section gone
     Knob("lora_rank", "engine.lora.max_lora_rank", "int", whatif="max_lora_rank", clearable=True,
@@ -109,8 +114,10 @@ KNOBS: tuple[Knob, ...] = (
     Knob("spec_model", "engine.speculative.model.catalogue", "str",  # the draft (a catalogue name)
          clearable=True, removes="engine.speculative.model"),
     Knob("growth", "policy.growth_reserve", "float", default="0", slider=(0, 0.5, 0.01)),
-    Knob("reserve", "policy.operating_reserve", "size", default="0"),
-    Knob("live", "policy.avg_live_tokens", "int"),
+    Knob("reserve", "policy.operating_reserve", "size", default="0", clearable=True,
+         removes="policy.operating_reserve", blank_clears=True),
+    Knob("live", "policy.avg_live_tokens", "int", clearable=True, removes="policy.avg_live_tokens",
+         blank_clears=True),
     Knob("vllm", "vllm_version", "str", structural=True, aliases=("vllm",)),
     # Issue 15: DP/EP layouts, KV offload tiers (app.core.kv_tiers), prefix caching (app.core.prefix_pool).
     Knob("ep", "layout.expert_parallel", "bool", default="false", structural=True),
@@ -423,7 +430,7 @@ def query_from_plan(
             value = whatif
         reference = (_get(base, path) if key != "gpu" else _gpu_value(base)) if base is not None else None
         if value is None:
-            if (knob.clearable and reference is not None and not _measured_base(base or {})
+            if (knob.clearable and reference is not None and not (knob.whatif and _measured_base(base or {}))
                     and not (knob.removes and _text(key, kind, reference) == knob.default)):  # removed: the same
                 out[key] = UNSET  # the base sets it, the what-if clears it
             continue

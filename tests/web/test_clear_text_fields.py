@@ -32,5 +32,5 @@ def test_blank_text_fields_clear_a_serve_bases_lora_and_offload(client: TestClie
 
 
 def test_blank_is_dropped_for_other_text_fields() -> None:
-    assert clean([("max_num_seqs", ""), ("loras", " "), ("offload_disk", "")]) == {
+    assert clean([("host_mem", ""), ("loras", " "), ("offload_disk", "")]) == {
         "loras": "default", "offload_disk": "default"}

@@ -86,6 +86,7 @@ def form_context(
         }  # fmt: skip
         tp_options = list(result.get("allowed_tp") or tp_options)
     _clearable_values(form, query, doc)
+    hints = _stated_text(form, query, result, doc) if result is not None else {}
     current_tp = int(form["tp"]) if form["tp"].isdigit() else 1
     if current_tp not in tp_options:
         tp_options = sorted({*tp_options, current_tp})
@@ -93,6 +94,7 @@ def form_context(
         "form": form,
         "knobs": plan_query.BY_KEY,
         "placeholders": placeholders,
+        "hints": hints,
         "options": _options(form, query, result, has_base, tp_options, measured),
         "show_memory": not has_base,
         "gpu_presets": GPU_OPTIONS,
@@ -146,6 +148,45 @@ def _clearable_values(form: dict[str, str], query: Mapping[str, str], doc: Mappi
 
 
 UNSET = plan_query.UNSET
+
+#: The text fields a base may set, shown with the plan's value, and what their blank means
+#: (`plan_query` removes the base's value: `Knob.removes`).
+STATED_TEXT: Mapping[str, str] = {
+    "kv_bytes": "blank: computed from GPU memory utilization", "max_model_len": "blank: the model's length",
+    "max_num_seqs": "blank: vLLM's default", "reserve": "blank: none", "live": "blank: not set",
+}
+#: Where a knob's value is in the result (what the plan uses, resolved: bytes, tokens).
+_RESULT_PATHS = {"kv_bytes": ("engine", "kv_cache_memory_bytes"), "max_model_len": ("engine", "max_model_len"),
+                 "max_num_seqs": ("engine", "max_num_seqs"), "reserve": ("policy", "operating_reserve_bytes"),
+                 "live": ("policy", "avg_live_tokens")}
+
+
+def _stated_text(
+    form: dict[str, str], query: Mapping[str, str], result: Mapping[str, Any], doc: Mapping[str, Any] | None
+) -> dict[str, str]:
+    """Fill the `STATED_TEXT` fields a base states with the value the plan uses (before, they showed it
+    only as a placeholder: "blank: computed" over a 20 GiB --kv-cache-memory-bytes), and say where each
+    came from; the hints by key."""
+    from app.core.vllm_flags import PLAN_FLAGS
+
+    own = doc or {}
+    effective = plan_query.effective(own)
+    hints: dict[str, str] = {}
+    for key, blank in STATED_TEXT.items():
+        path = plan_query.BY_KEY[key].path
+        stated = plan_query.document_value(effective, path)
+        if key in query or stated is None:
+            hints[key] = blank if form[key] else ""
+            continue
+        section, name = _RESULT_PATHS[key]
+        value = result[section].get(name)
+        form[key] = size_text(value) if plan_query.BY_KEY[key].kind == "size" else str(value)
+        flag = next((f.flag for f in PLAN_FLAGS if f"engine.{f.key}" == path), None)
+        if plan_query.document_value(own, path) is None and flag is not None:
+            hints[key] = f"from the base's vllm serve {flag}; {blank}"
+        else:
+            hints[key] = f"from the base plan; {blank}"
+    return hints
 
 
 def _options(
