@@ -242,10 +242,32 @@ def quant_options(
         return [("", "as measured")]
     checkpoint = model.get("checkpoint_quantization")
     if checkpoint:
-        return [("", f"as the checkpoint ({checkpoint})")]
+        return checkpoint_quant_options(str(checkpoint), engine.get("quantization"), measured)
     if measured and engine.get("quantization") and "quant" not in query:
         return [("", "fp8 (--quantization fp8, as in the run)")]  # a measured run's own setting
     return [(UNSET, f"as the checkpoint ({model.get('dtype') or 'model dtype'})"), fp8]
+
+
+#: The Marlin kernel vLLM converts an AWQ / GPTQ checkpoint to when no --quantization names the plain one
+#: (`AWQMarlinConfig.override_quantization_method`, awq_marlin.py @28be48fa9; GPTQ's, gptq_marlin.py @4dd49b06f).
+_MARLIN = {"awq": "awq_marlin", "gptq": "gptq_marlin"}
+
+
+def checkpoint_quant_options(checkpoint: str, forced: object, measured: bool) -> list[tuple[str, str]]:
+    """The weights select of a quantized checkpoint: what vLLM accepts for it (`ModelConfig.
+    _verify_quantization`, vllm/config/model.py @28be48fa9: no --quantization, or the method the override
+    resolves to; any other is refused). An AWQ / GPTQ checkpoint runs Marlin by default and its plain
+    dequantizing kernel under `--quantization awq|gptq` (app.core.dequant_linear); the select shows the
+    plan's own (before, a forced plain-AWQ plan read "as the checkpoint (awq)", and there was no choice).
+    A measured run's setting is the run's (no what-if moves it)."""
+    family = checkpoint.lower().removesuffix("_marlin")
+    plain = f"{family}, plain kernel (--quantization {family})"
+    if measured:
+        return [("", f"{plain}, as in the run" if forced == family else f"as the checkpoint ({checkpoint})")]
+    if family not in _MARLIN or checkpoint.lower() not in (family, _MARLIN[family]):
+        return [("", f"as the checkpoint ({checkpoint})")]
+    return [(UNSET, f"as the checkpoint ({family}: vLLM runs {_MARLIN[family]} where the card supports it)"),
+            (family, plain)]  # fmt: skip
 
 
 def error_form_values(query: Mapping[str, str], base_doc: Mapping[str, Any] | None) -> dict[str, str]:
