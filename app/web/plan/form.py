@@ -87,7 +87,7 @@ def form_context(
         tp_options = list(result.get("allowed_tp") or tp_options)
     _clearable_values(form, query, doc)
     hints = _stated_text(form, query, result, doc) if result is not None else {}
-    current_tp = int(form["tp"]) if form["tp"].isdigit() else 1
+    current_tp = int(form["tp"]) if form["tp"].isascii() and form["tp"].isdigit() else 1  # isdigit() alone takes "²"
     if current_tp not in tp_options:
         tp_options = sorted({*tp_options, current_tp})
     return {
