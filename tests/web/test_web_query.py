@@ -75,10 +75,13 @@ def test_non_default_slider_values_stay_and_are_canonical() -> None:
 
 
 def test_clean_keeps_known_keys_and_drops_blanks() -> None:
-    assert querystring.clean([("util", " 0.8 "), ("junk", "1"), ("live", ""), ("tp", "2"), ("tp", "4")]) == {
+    assert querystring.clean([("util", " 0.8 "), ("junk", "1"), ("mnbt", ""), ("tp", "2"), ("tp", "4")]) == {
         "util": "0.8",
         "tp": "4",
     }
+    # A blanked text field that can hold a base's value (live tokens, LoRA slots, ...) says "clear it"
+    assert querystring.clean([("live", ""), ("loras", " ")]) == {"live": "default", "loras": "default"}
+    assert {"live", "loras", "kv_bytes", "max_model_len", "max_num_seqs", "reserve"} <= querystring.BLANK_CLEARS
 
 
 def test_from_text_accepts_urls_and_query_strings() -> None:
