@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from app.core.architectures import architecture_notes
 from app.core.dp_layout import layout_notes
 from app.core.errors import InputError
-from app.core.gpus import compute_capability, find_preset
+from app.core.gpus import PRESETS, compute_capability, find_preset
 from app.core.lora import LoraSpec, check_lora
 from app.core.max_len import long_length_note, refusal
 from app.core.mla_rules import mla_sizing
@@ -20,6 +20,7 @@ from app.core.plan import AUTO_FIT_SINCE, Engine, Layout, ModelInput, PlanInput,
 from app.core.prefix_pool import V1_SINCE
 from app.core.profile_run import FLASHINFER_SAMPLER_BYTES, FLASHINFER_SAMPLER_DEFAULT_SINCE, flashinfer_sampler_in_use
 from app.core.shape import ModelShape, check_given_max_model_len, default_max_model_len
+from app.core.units import GIB
 from app.core.versions import (
     CURRENT_VLLM,
     card_scheduler_defaults,
@@ -348,12 +349,29 @@ def _assumption_notes(doc: PlanDocument) -> tuple[str, ...]:
         preset = find_preset(doc.gpu.name)
         assert preset is not None
         notes.append(f"GPU total {preset.total_bytes / 2**30:.2f} GiB from the {preset.name} preset ({preset.source})")
+    if doc.gpu is not None and not doc.gpu.name:
+        notes.extend(_nominal_size_note(doc.gpu.total))
     derived = [r for r in doc.ranks or () if r.kv_room_blocks is not None]
     if derived:  # a room from logged blocks (services.blocks_room): what it leaves unchecked, per the totals given
         from app.services.blocks_room import unchecked_note
 
         notes.append(unchecked_note(all(r.total is not None for r in derived)))
     return tuple(notes)
+
+
+def _nominal_size_note(total: int) -> tuple[str, ...]:
+    """A GPU given as a card's nominal size ("80GB" = 80 × 10⁹ B = 74.51 GiB) is planned at that size,
+    not at what vLLM sees on the card sold as it (an H100 80GB reports 79.19 GiB): say so, with the
+    presets of that nominal size, rather than plan 4.7 GiB less KV without a word."""
+    if total <= 0 or total % 10**9 or total % GIB == 0:
+        return ()
+    size_gb = total // 10**9
+    cards = [p for p in PRESETS if p.memory_gib_nominal == size_gb]
+    if not cards:
+        return ()
+    seen = "; ".join(f"{p.name}: {p.total_bytes / GIB:.2f} GiB" for p in cards[:4])
+    return (f"GPU total {total:,} B = {total / GIB:.2f} GiB, read as {size_gb} GB decimal; a card sold as "
+            f"{size_gb} GB reports its own total to vLLM ({seen}): pick its preset for that card's total",)
 
 
 def _preset_total(doc: PlanDocument) -> int | None:
