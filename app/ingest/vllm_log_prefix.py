@@ -81,7 +81,7 @@ def _from_token(name: str, pid: int, ip: str | None, outer_dp: str | None) -> Id
     parallel = [(k, int(v)) for k, v in _PARALLEL.findall(name)]
     if base.startswith("EngineCore"):
         return Identity(base, pid, ip, name, ENGINE, tuple(parallel))
-    if base.startswith("APIServer"):
+    if base.startswith(("APIServer", "ApiServer")):  # `ApiServer_{i}`: --api-server-count > 1 (vllm/v1/utils.py:218)
         return Identity(base, pid, ip, name, API, ())
     rank = _RANK.search(name)
     own = bool(parallel)

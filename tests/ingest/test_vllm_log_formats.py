@@ -397,3 +397,20 @@ def test_an_engine_config_value_in_other_digits_loses_that_value_not_the_line() 
     (run,) = runs(out)
     assert (run["vllm_version"], run["settings"]["model"], run["settings"]["max_model_len"]) == ("0.24.0", "m", None)
     assert run["settings"]["tensor_parallel_size"] == 1
+
+
+def test_api_servers_of_api_server_count_are_api_servers_not_ranks() -> None:
+    """--api-server-count > 1 names its processes `ApiServer_{i}` (vllm/v1/utils.py:218 @28be48fa9;
+    real lines in vllm-project/vllm#45150): they were read as GPU workers labelled by pid, so an
+    error one re-raised was put on a rank 'pid=N' and a figure under that prefix made a rank."""
+    from app.ingest.vllm_log_prefix import API, identity_before
+
+    line = "(ApiServer_2 pid=3873984) INFO 06-10 11:11:20 [api_server.py:579] Supported tasks: ['generate']"
+    ident = identity_before(line, line.index("INFO"))
+    assert (ident.kind, ident.label) == (API, "ApiServer_2")
+    text = (
+        "(Worker_TP0 pid=11) INFO 06-10 11:10:00 [gpu_worker.py:1] Available KV cache memory: 10.0 GiB\n"
+        "(ApiServer_0 pid=21) INFO 06-10 11:10:01 [gpu_worker.py:1] Available KV cache memory: 10.0 GiB\n"
+    )
+    (run,) = runs(parsed(text))
+    assert [r["rank"] for r in run["ranks"]] == ["TP0"]
