@@ -39,7 +39,16 @@ def _literal(node: ast.expr | None) -> tuple[bool, object]:
     try:
         return True, ast.literal_eval(node)
     except (ValueError, SyntaxError):
-        return False, None
+        pass
+    # Constant arithmetic (MistralConfig's `max_position_embeddings: int = 4096 * 32`): literal_eval
+    # refuses it, and the field was dropped, so such a config was "assumed 2048".
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Add, ast.Sub, ast.Pow, ast.FloorDiv)):
+        (ok_l, left), (ok_r, right) = _literal(node.left), _literal(node.right)
+        if ok_l and ok_r and type(left) is int and type(right) is int:
+            ops = {ast.Mult: int.__mul__, ast.Add: int.__add__, ast.Sub: int.__sub__, ast.Pow: int.__pow__,
+                   ast.FloorDiv: int.__floordiv__}
+            return True, ops[type(node.op)](left, right)
+    return False, None
 
 
 def _class_defaults(cls: ast.ClassDef) -> tuple[str | None, dict[str, object]]:

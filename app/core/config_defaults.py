@@ -5,11 +5,14 @@ config.py ``get_config``), so a field the file omits takes its config class's de
 ``text_config`` states no ``max_position_embeddings`` and ``Gemma3TextConfig`` gives 131072.
 The table holds the defaults of the fields the shape and weights readers use, per ``model_type``,
 read from transformers 5.24.0's ``configuration_*.py`` (class-level fields) by
-``scripts/transformers_defaults.py``; ``tests/core/test_config_defaults.py`` checks it against the
-values pinned from that source. The size fields (hidden_size, intermediate_size, num_hidden_layers,
-num_attention_heads) are deliberately left out: a config without them is refused rather than
-sized as the class's example model. A default is applied only when the key is absent (an explicit
-``null`` stays null) and every use is noted.
+``scripts/transformers_defaults.py`` (which folds constant arithmetic: ``MistralConfig``,
+``MixtralConfig``, ``MinistralConfig`` and ``Llama4TextConfig`` give ``max_position_embeddings: int =
+4096 * 32``, 131072, which the reader dropped before, so such a config was "assumed 2048");
+``tests/core/test_config_defaults.py`` checks it against the values pinned from that source. The
+size fields (hidden_size, intermediate_size, num_hidden_layers, num_attention_heads) are
+deliberately left out: a config without them is refused rather than sized as the class's example
+model. A default is applied only when the key is absent (an explicit ``null`` stays null) and every
+use is noted.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ CLASS_DEFAULTS: dict[str, dict[str, object]] = {
     },
     "mistral": {
         "hidden_act": "silu",
+        "max_position_embeddings": 131072,
         "num_key_value_heads": 8,
         "sliding_window": 4096,
         "tie_word_embeddings": False,
@@ -40,6 +44,7 @@ CLASS_DEFAULTS: dict[str, dict[str, object]] = {
     },
     "mixtral": {
         "hidden_act": "silu",
+        "max_position_embeddings": 131072,
         "num_experts_per_tok": 2,
         "num_key_value_heads": 8,
         "num_local_experts": 8,
@@ -260,6 +265,7 @@ CLASS_DEFAULTS: dict[str, dict[str, object]] = {
         "hidden_act": "silu",
         "interleave_moe_layer_step": 1,
         "intermediate_size_mlp": 16384,
+        "max_position_embeddings": 131072,
         "num_experts_per_tok": 1,
         "num_key_value_heads": 8,
         "num_local_experts": 16,
@@ -311,6 +317,7 @@ CLASS_DEFAULTS: dict[str, dict[str, object]] = {
     },
     "ministral": {
         "hidden_act": "silu",
+        "max_position_embeddings": 131072,
         "num_key_value_heads": 8,
         "sliding_window": 4096,
         "tie_word_embeddings": False,

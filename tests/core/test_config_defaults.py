@@ -62,3 +62,43 @@ def test_size_fields_are_still_required() -> None:
     with pytest.raises(InputError) as err:
         shape_from_config({k: v for k, v in mistral().items() if k != "hidden_size"})
     assert err.value.field == "model.config.hidden_size"
+
+
+def _mistral3(text: dict[str, Any]) -> dict[str, Any]:
+    """A Mistral-3 (Mistral-Small-3.1 style) multimodal config: its text_config is read with MistralConfig."""
+    return {"architectures": ["Mistral3ForConditionalGeneration"], "model_type": "mistral3", "torch_dtype": "bfloat16",
+            "image_token_index": 10, "spatial_merge_size": 2, "projector_hidden_act": "gelu",
+            "vision_config": {"model_type": "pixtral", "hidden_size": 1024, "num_hidden_layers": 24,
+                              "num_attention_heads": 16, "intermediate_size": 4096, "patch_size": 14,
+                              "image_size": 1540},
+            "text_config": text}  # fmt: skip
+
+
+@pytest.mark.parametrize("model_type", ["mistral", "mixtral", "ministral", "llama4_text"])
+def test_the_4096_times_32_defaults_are_in_the_table(model_type: str) -> None:
+    # transformers 5.24.0 models/{mistral,mixtral,ministral,llama4}/configuration_*.py:
+    # `max_position_embeddings: int = 4096 * 32`, an expression scripts/transformers_defaults.py dropped
+    assert CLASS_DEFAULTS[model_type]["max_position_embeddings"] == 131072
+    assert PINNED["defaults"][model_type]["max_position_embeddings"] == 131072
+
+
+def test_a_mistral3_text_config_without_the_length_takes_mistrals(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = {"hidden_size": 5120, "intermediate_size": 32768, "num_hidden_layers": 40, "num_attention_heads": 32,
+            "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 131072, "rope_theta": 1000000000.0,
+            "sliding_window": None, "rms_norm_eps": 1e-05}  # fmt: skip
+    path = tmp_path / "mistral3.json"
+    path.write_text(json.dumps(_mistral3(text)))
+    assert main(["kv-bytes", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["max_model_len"] == 131072  # MistralConfig's 4096 * 32, not "assumed 2048"
+    shape = shape_from_config(_mistral3(text))
+    assert any("max_position_embeddings not in config.json: 131072" in n and "mistral" in n for n in shape.notes)
+
+
+def test_a_llama4_text_config_without_the_length_takes_llama4_texts() -> None:
+    config = get_model("llama-4-scout-17b-16e").config_dict()
+    text = {k: v for k, v in config["text_config"].items() if k != "max_position_embeddings"}  # type: ignore[union-attr]
+    shape = shape_from_config({**config, "text_config": text})
+    assert shape.max_position_embeddings == 131072
