@@ -99,6 +99,8 @@ def test_a_mistral3_text_config_without_the_length_takes_mistrals(
 
 def test_a_llama4_text_config_without_the_length_takes_llama4_texts() -> None:
     config = get_model("llama-4-scout-17b-16e").config_dict()
-    text = {k: v for k, v in config["text_config"].items() if k != "max_position_embeddings"}  # type: ignore[union-attr]
+    own = config["text_config"]
+    assert isinstance(own, dict)
+    text = {k: v for k, v in own.items() if k != "max_position_embeddings"}
     shape = shape_from_config({**config, "text_config": text})
     assert shape.max_position_embeddings == 131072
