@@ -12,7 +12,7 @@ Theory of operation, rule by rule as vLLM @28be48fa9 (2026-05-24) applies them:
 2. None stated: 2048, "Assuming the model's maximum length is 2048" (``_get_and_verify_max_len``),
    and a max_model_len the user gives is taken unchecked.
 3. RoPE (``_get_and_verify_max_len`` on the text config's ``rope_parameters``, built by transformers
-   v5 and patched by vLLM: see ``_rope_entries``; an untyped entry is a default rope, a
+   v5 and patched by vLLM: see ``rope_entries``; an untyped entry is a default rope, a
    contradicting ``type`` or a legacy ``mrope`` without ``mrope_section`` is refused): skipped when
    "gemma3" is in the text model_type; otherwise every rope type but su / longrope / llama3
    multiplies by its ``factor`` (a null one counts 1.0), and ``yarn`` first sets the length to its
@@ -78,7 +78,7 @@ class MaxLen:
         return self.model_max_length is not None and max_model_len <= self.model_max_length
 
 
-def _rope_entries(cfg: HFConfig) -> list[dict[str, object]] | None:
+def rope_entries(cfg: HFConfig) -> list[dict[str, object]] | None:
     """The text config's RoPE parameters as vLLM sees them, one dict per layer type.
 
     transformers v5 (vLLM @28be48fa9 is tested with 5.5.3, requirements/test/cuda.txt) builds them
@@ -157,7 +157,7 @@ def derive_max_len(cfg: HFConfig) -> MaxLen:
     model_max_length = stated.get("model_max_length")
     if model_max_length:
         key, derived = "model_max_length", float(model_max_length)
-    entries = _rope_entries(cfg)
+    entries = rope_entries(cfg)
     scaled = _scaled(cfg, derived if key else float(ASSUMED_MAX_MODEL_LEN), entries)
     default = int(scaled)
     if entries is not None and any(rp["rope_type"] == "longrope" for rp in entries):

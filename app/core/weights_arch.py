@@ -126,7 +126,7 @@ def rotary_factor(cfg: HFConfig, head_dim: int) -> float:
         rotary_dim = cfg.int_or_none("rotary_dim")
         return rotary_dim / head_dim if rotary_dim and head_dim else 1.0
     for key in ("partial_rotary_factor", "rotary_pct", "rotary_emb_fraction"):
-        value = cfg.get(key)
+        value = cfg.text_get(key)  # the text config alone (hf_text_config), as the length's RoPE
         if isinstance(value, int | float) and not isinstance(value, bool):
             return float(value)
     return 1.0

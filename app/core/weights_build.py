@@ -49,7 +49,7 @@ from app.core.weights_arch import PlainMLP, plain_mlp, rotary_factor
 from app.core.weights_builder import Builder
 from app.core.weights_mla import mla_tensors
 from app.core.weights_quant import MXFP4_BIAS, QuantPlan, quant_plan
-from app.core.weights_rope import rope_cache_rows
+from app.core.weights_rope import rope_cache_rows, rope_max_position
 from app.core.weights_tensor import Tensor, Tensors, WeightsModel, index_total_size
 
 if TYPE_CHECKING:
@@ -290,7 +290,7 @@ def _rope_caches(b: Builder) -> list[Tensor]:
     plain = plain_mlp(cfg, s.hidden_size)
     if plain is not None and not plain.rope:  # learned positions (GPT-2, OPT) or alibi (Falcon-RW)
         return []
-    max_pos = s.max_position_embeddings or 0
+    max_pos = rope_max_position(cfg, s.max_position_embeddings)  # the text config's, as the model's get_rope
     rope_dim = cfg.int_or_none("qk_rope_head_dim") if s.is_mla else None
     rotary = rope_dim or int(s.head_dim * rotary_factor(cfg, s.head_dim))  # get_rope: int(head × factor)
     if s.model_type in ("falcon_mamba", "mamba") or not max_pos or not rotary:

@@ -62,22 +62,38 @@ def rope_rows(params: Mapping[str, object] | None, max_position: int, mrope: boo
     return rows
 
 
-def _params(cfg: HFConfig) -> Mapping[str, object] | None:
-    for key in ("rope_parameters", "rope_scaling"):
-        value = cfg.text.get(key)
-        if isinstance(value, Mapping):
-            return value
-    return None
+def rope_max_position(cfg: HFConfig, shape_max_position: int | None) -> int:
+    """The ``max_position`` vLLM's model passes ``get_rope``: its text config's ``max_position_embeddings``
+    (``hf_text_config``, vllm/transformers_utils/config.py ``get_hf_text_config`` @28be48fa9), the text
+    class's default where the text config omits it, never a multimodal config's top-level key (the
+    shape's length falls back to it). A flat config: the shape's (n_positions, seq_length too)."""
+    if cfg.nested:
+        own = cfg.text_int_or_none("max_position_embeddings")
+        if own is not None:
+            return own
+    return shape_max_position or 0
 
 
 def rope_cache_rows(cfg: HFConfig, max_position: int) -> tuple[int, ...]:
-    """Rows of every distinct rotary cache the model builds (one per distinct rope)."""
-    params = _params(cfg)
+    """Rows of every distinct rotary cache the model builds (one per distinct rope).
+
+    The rope parameters are the text config's as vLLM sees them (``app.core.max_len.rope_entries``,
+    the reading the length uses: ``rope_scaling or rope_parameters`` of the text config alone, the
+    legacy ``type`` patched, and a llama3 / yarn / longrope entry given the text config's own
+    ``original_max_position_embeddings``, as transformers v5's ``standardize_rope_params`` does);
+    before, ``rope_parameters`` won over ``rope_scaling`` and an ``original_max_position_embeddings``
+    beside the entry was not read."""
+    from app.core.max_len import rope_entries
+
+    entries = rope_entries(cfg)
     model_type = cfg.model_type()
     mrope = model_type in MROPE_MODEL_TYPES or str(cfg.top.get("model_type") or "") in MROPE_MODEL_TYPES
     if model_type.startswith("gemma3"):
-        if params is not None and isinstance(params.get("full_attention"), Mapping):  # transformers v5
-            per_type = [v for v in params.values() if isinstance(v, Mapping)]
-            return tuple(rope_rows(p, max_position) for p in per_type)
-        return (max_position, rope_rows(params, max_position))  # local (default) + global (config)
-    return (rope_rows(params, max_position, mrope),)
+        raw = cfg.text_get("rope_scaling") or cfg.text_get("rope_parameters")
+        if isinstance(raw, Mapping) and isinstance(raw.get("full_attention"), Mapping):  # transformers v5
+            return tuple(rope_rows(p, max_position) for p in entries or ())
+        return (max_position, rope_rows(entries[0] if entries else None, max_position))  # local + global
+    if not entries:
+        return (rope_rows(None, max_position, mrope),)
+    distinct = list({repr(sorted(e.items())): e for e in entries}.values())
+    return tuple(rope_rows(e, max_position, mrope) for e in distinct)
