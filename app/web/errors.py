@@ -73,7 +73,8 @@ async def input_error(request: Request, exc: Exception) -> Response:
     response = render(request, spec, context, status_code=status)
     asked = getattr(request.state, "asked_url", None)
     if callable(asked):  # an htmx what-if the plan refused: the address bar shows what was asked,
-        htmx.replace_url(response, str(asked()))  # so a reload or a copied link shows this refusal
+        # so a reload or a copied link shows this refusal; a page whose answers push (/size) pushes it
+        (htmx.push_url if getattr(request.state, "asked_push", False) else htmx.replace_url)(response, str(asked()))
     return response
 
 

@@ -89,6 +89,11 @@ def add_vary(response: Response) -> None:
     response.headers["Vary"] = ", ".join(values)
 
 
+def push_url(response: Response, url: str) -> None:
+    """Ask htmx to push `url` as a new history entry (instead of the element's own hx-push-url)."""
+    response.headers["HX-Push-Url"] = url
+
+
 def replace_url(response: Response, url: str) -> None:
     """Ask htmx to replace the address bar with `url` (no new history entry)."""
     response.headers["HX-Replace-Url"] = url

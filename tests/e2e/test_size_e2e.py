@@ -58,3 +58,24 @@ def test_unknown_gpu_is_answered_beside_its_field(page: Any) -> None:
     page.wait_for_function("() => document.getElementById('err-gpus').textContent.includes('nearest')")
     assert "H100 80GB" in page.inner_text("#err-gpus")
     assert page.evaluate("() => document.getElementById('f-gpus').value") == "H100 90GB"
+
+
+def test_a_refused_search_pushes_its_canonical_url(page: Any) -> None:
+    """A 422 on /size pushed the raw form submission (every field, blanks and the unticked
+    allow_long=false included) into the address bar; it is now the canonical URL of what was asked,
+    as the plan page writes a refused what-if's (and as /size writes an answer's), so a reload shows the
+    same refusal and Back returns to the last answer."""
+    start = "/size?gpus=L4+24GB&max_gpus=2&max_model_len=8192&model=llama-3.1-8b"
+    page.goto(start)
+    page.wait_for_selector("#size-message")
+    page.fill("#f-gpus", "H100 90GB")
+    page.click("#size-submit")
+    page.wait_for_function("() => document.getElementById('err-gpus').textContent.includes('nearest')")
+    page.wait_for_url("**/size?gpus=H100+90GB&max_gpus=2&max_model_len=8192&model=llama-3.1-8b")
+    assert "allow_long" not in page.url and "concurrency=" not in page.url  # no blank or unticked field
+    page.reload()
+    page.wait_for_selector("#err-gpus")
+    assert "nearest" in page.inner_text("#err-gpus")
+    assert page.input_value("#f-gpus") == "H100 90GB"
+    page.go_back()
+    page.wait_for_url(f"**{start}")

@@ -61,7 +61,11 @@ async def size_page(request: Request) -> Response:
     base = {"nav": "size", "form": form, "models": models, "error": None, "field_errors": {}, "answer": None,
             "json_url": "/size.json?" + encode(query), "chart": None}  # fmt: skip
     spec = expect_page(request, "pages/size.html", base, fragment=("sizing",), field_key=forms.field_key)
+    # htmx pushes the canonical URL (sorted, blanks dropped), not the raw form submission, of an
+    # answer and of a refusal alike (app.web.errors.input_error: the plan page's asked_url).
+    fragment = htmx.details(request).wants_fragment
+    if fragment:
+        request.state.asked_url, request.state.asked_push = (lambda: page_url("/size", query)), True
     answer = await cpu.run(request, run_size, forms.document(query))
-    # htmx pushes the canonical URL (sorted, blanks dropped), not the raw form submission.
-    headers = {"HX-Push-Url": page_url("/size", query)} if htmx.details(request).wants_fragment else None
+    headers = {"HX-Push-Url": page_url("/size", query)} if fragment else None
     return render(request, spec, {"answer": answer, "chart": charts.figure(answer)}, headers=headers)
