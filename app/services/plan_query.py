@@ -363,12 +363,29 @@ def plan_from_query(params: Mapping[str, str], base_doc: Mapping[str, object] | 
         elif key == "gpu":
             _set_gpu(doc, gpu_section(str(value), key))
         else:
+            _seed_section(doc, knob.path, base_doc)
             _set(doc, knob.path, value)
     stated = effective(base_doc) if removals and base_doc is not None else {}
     for path in removals:
         if _get(stated, path) is not None:  # only what the base sets: a value the query alone gives
             _remove(doc, path)  # stays (draft tokens with no method is the method's error)
     return doc
+
+
+def _seed_section(doc: JSON, path: str, base_doc: Mapping[str, object] | None) -> None:
+    """Before a value inside an engine section (engine.lora.max_loras) is set: where only the base's
+    `vllm serve` command / --config YAML gives that section, start from a copy of it as the plan reads it.
+    `fill_from_serve` merges the engine key by key, so a section of the document's own replaces the
+    command's whole: before, `loras=3` over `--enable-lora --max-loras 2 --max-lora-rank 64
+    --lora-target-modules q_proj v_proj` dropped the rank and the modules."""
+    parts = path.split(".")
+    if base_doc is None or len(parts) < 3 or parts[0] != "engine" or _get(doc, f"engine.{parts[1]}") is not None:
+        return
+    if base_doc.get("serve") is None and base_doc.get("vllm_config") is None:
+        return
+    section = _get(effective(base_doc), f"engine.{parts[1]}")
+    if isinstance(section, Mapping):
+        _set(doc, f"engine.{parts[1]}", dict(section))
 
 
 def _remove(doc: JSON, path: str) -> None:

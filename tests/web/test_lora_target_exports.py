@@ -84,3 +84,16 @@ def test_a_vllm_without_the_flag_refuses_the_plan(client: TestClient) -> None:
     spaced = client.post("/api/v1/plan", json={"model": {"catalogue": "llama-3.1-8b"}, "gpu": GPU,
                                                "engine": {"lora": {"target_modules": ["q_proj v_proj"]}}})  # fmt: skip
     assert spaced.status_code == 422 and "target_modules" in spaced.json()["error"]["field"]
+
+
+def test_a_lora_slots_what_if_keeps_the_commands_rank_and_modules(client: TestClient) -> None:
+    """`loras=3` over a `vllm serve` base set `engine.lora: {max_loras: 3}`, which replaced the command's
+    whole LoRA section (fill_from_serve merges the engine key by key): the what-if lost --max-lora-rank 64
+    and --lora-target-modules, and its exported command put rank-16 LoRA on every module."""
+    made = _plan(client, {"gpu": GPU, "serve": f"{SERVE} --max-lora-rank 64"})
+    assert made["engine"]["lora"]["max_lora_rank"] == 64
+    edited = client.get(made["url"].replace("/plan?", "/plan.json?", 1) + "&loras=3")
+    assert edited.status_code == 200, edited.text
+    lora = edited.json()["engine"]["lora"]
+    assert lora == {**made["engine"]["lora"], "max_loras": 3}
+    assert "--lora-target-modules q_proj v_proj" in edited.json()["flags"]
