@@ -25,6 +25,13 @@ at a time: the forward's peak grows by the largest one on the rank. Counted on t
 largest step, an upper bound: the largest linear is gate_up, whose matmul comes before SiluAndMul's
 output (the step counted in app.core.profile_run) exists, by (I/TP − hidden) elements a token less.
 
+From vLLM 0.23 a forced `--quantization gptq` no longer has a plain kernel: PR #38288 (fa2a33b89,
+2026-05-14) deleted gptq.py and put "gptq" among the names `ModelConfig._verify_quantization`'s
+overrides resolve (vllm/config/model.py), to `auto_gptq`, the former gptq_marlin (Marlin where the card
+supports it). The mirror has no release tags: the v0.21 branch was cut about 04-28 and releases came
+about every two and a half weeks, so 0.23 is taken as the first release with it, which keeps the
+term (more memory, a smaller KV estimate) on 0.22 if that branch was cut after 05-14.
+
 Not modelled: the same kernels on cards where Marlin is not supported (vLLM then keeps plain AWQ/GPTQ
 without a flag), `VLLM_BATCH_INVARIANT` (AWQ's dequantize path at any batch), expert layers (FusedMoE
 takes the Marlin or WNA16 MoE method, `AWQConfig.get_quant_method`).
@@ -42,12 +49,19 @@ AWQ_DEQUANT_MIN_TOKENS = 256  # FP16_MATMUL_HEURISTIC_CONDITION, awq.py @4dd49b0
 FP16_BYTES = 2
 
 
-def plain_kernel(checkpoint: str | None, flag: str | None) -> str | None:
+#: The first release whose `--quantization gptq` resolves to auto_gptq (Marlin), not a plain kernel (PR #38288).
+GPTQ_PLAIN_REMOVED: Version = (0, 23, 0)
+
+
+def plain_kernel(checkpoint: str | None, flag: str | None, version: Version) -> str | None:
     """"awq" / "gptq" where vLLM runs the plain (dequantizing) linear method: the flag forces the
-    checkpoint's own method by name (without it, or with *_marlin, vLLM takes Marlin where it can)."""
+    checkpoint's own method by name (without it, or with *_marlin, vLLM takes Marlin where it can);
+    a forced gptq from 0.23 on is auto_gptq, Marlin (GPTQ_PLAIN_REMOVED)."""
     if checkpoint is None or flag is None:
         return None
     flag, checkpoint = flag.lower(), checkpoint.lower()
+    if flag == "gptq" and version >= GPTQ_PLAIN_REMOVED:
+        return None
     return flag if flag in ("awq", "gptq") and checkpoint == flag else None
 
 

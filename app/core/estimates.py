@@ -125,7 +125,8 @@ def _profile_inputs(shape: ModelShape, ctx: EstimateContext, last_stage: bool) -
         tp=ctx.tp, max_num_batched_tokens=ctx.max_num_batched_tokens, max_num_seqs=ctx.max_num_seqs,
         version=ctx.rules.version, last_stage=last_stage, expert_parallel=ctx.expert_parallel,
         vision=ctx.vision if ctx.uses_v1 else None, v1=ctx.uses_v1, max_model_len=ctx.max_model_len,
-        flashinfer_sampler=ctx.flashinfer_sampler, linear_kernel=plain_kernel(shape.quantization, ctx.quantization),
+        flashinfer_sampler=ctx.flashinfer_sampler,
+        linear_kernel=plain_kernel(shape.quantization, ctx.quantization, ctx.rules.version),
     )  # fmt: skip
 
 
@@ -185,7 +186,7 @@ def cuda_graph_terms(shape: ModelShape, ctx: EstimateContext) -> GraphTerms:
 def dequant_held(shape: ModelShape, ctx: EstimateContext) -> tuple[int, int]:
     """(bytes, least tokens) of the dequantized weight the plain AWQ/GPTQ kernels hold in a forward
     (app.core.dequant_linear), for the graph captures: (0, 0) on every other path."""
-    kernel = plain_kernel(shape.quantization, ctx.quantization)
+    kernel = plain_kernel(shape.quantization, ctx.quantization, ctx.rules.version)
     if kernel is None:
         return (0, 0)
     least = AWQ_DEQUANT_MIN_TOKENS if kernel == "awq" else 1

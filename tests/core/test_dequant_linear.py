@@ -47,12 +47,18 @@ def test_awq_dequantizes_from_256_tokens_gptq_always() -> None:
 
 
 def test_only_a_flag_that_forces_the_checkpoints_own_method() -> None:
-    assert plain_kernel("awq", "awq") == "awq"
-    assert plain_kernel("gptq", "GPTQ") == "gptq"
-    assert plain_kernel("awq", None) is None  # vLLM upgrades to awq_marlin
-    assert plain_kernel("awq", "awq_marlin") is None
-    assert plain_kernel(None, "fp8") is None
-    assert plain_kernel("gptq", "awq") is None
+    v19 = (0, 19, 0)
+    assert plain_kernel("awq", "awq", v19) == "awq"
+    assert plain_kernel("gptq", "GPTQ", v19) == "gptq"
+    assert plain_kernel("awq", None, v19) is None  # vLLM upgrades to awq_marlin
+    assert plain_kernel("awq", "awq_marlin", v19) is None
+    assert plain_kernel(None, "fp8", v19) is None
+    assert plain_kernel("gptq", "awq", v19) is None
+    # PR #38288 (fa2a33b89) removed gptq.py: a forced gptq is auto_gptq (Marlin) from 0.23; plain AWQ stays
+    assert plain_kernel("gptq", "gptq", (0, 22, 1)) == "gptq"
+    assert plain_kernel("gptq", "gptq", (0, 23, 0)) is None
+    assert plain_kernel("gptq", "gptq", (0, 27, 1)) is None
+    assert plain_kernel("awq", "awq", (0, 27, 1)) == "awq"
 
 
 def _ctx(quantization: str | None) -> EstimateContext:

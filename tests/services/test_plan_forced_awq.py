@@ -53,3 +53,21 @@ def test_an_imported_forced_awq_log_carries_the_method() -> None:
     doc = plan_from_log_run(import_log(text, config), 0, config)
     assert doc["engine"]["quantization"] == "awq"
     assert plan_input(doc).engine.quantization == "awq"
+
+
+GPTQ = {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True}
+
+
+def test_forced_gptq_holds_the_dequantized_weight_only_before_auto_gptq() -> None:
+    """vLLM PR #38288 (fa2a33b89, 2026-05-14) deleted the plain GPTQ kernel: from 0.23 `--quantization gptq`
+    resolves to auto_gptq (Marlin), so the forced plan's activation row is the checkpoint default's."""
+    def activation(version: str, quantization: str | None) -> int:
+        doc = _doc(quantization)
+        doc["model"]["config"] = {**doc["model"]["config"], "quantization_config": GPTQ}
+        doc["vllm_version"] = version
+        cell = plan_input(doc).ranks[0].activation
+        assert cell is not None
+        return cell.bytes
+
+    assert activation("0.19.0", "gptq") > activation("0.19.0", None)
+    assert activation("0.27.1", "gptq") == activation("0.27.1", None)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from app.core.dequant_linear import GPTQ_PLAIN_REMOVED
 from app.core.errors import InputError
 from app.core.gpus import PRESETS
 from app.core.kvspec import KV_CACHE_DTYPES
@@ -242,7 +243,8 @@ def quant_options(
         return [("", "as measured")]
     checkpoint = model.get("checkpoint_quantization")
     if checkpoint:
-        return checkpoint_quant_options(str(checkpoint), engine.get("quantization"), measured)
+        version = parse_version(str(result["vllm_version"]))
+        return checkpoint_quant_options(str(checkpoint), engine.get("quantization"), measured, version)
     if measured and engine.get("quantization") and "quant" not in query:
         return [("", "fp8 (--quantization fp8, as in the run)")]  # a measured run's own setting
     return [(UNSET, f"as the checkpoint ({model.get('dtype') or 'model dtype'})"), fp8]
@@ -253,7 +255,9 @@ def quant_options(
 _MARLIN = {"awq": "awq_marlin", "gptq": "gptq_marlin"}
 
 
-def checkpoint_quant_options(checkpoint: str, forced: object, measured: bool) -> list[tuple[str, str]]:
+def checkpoint_quant_options(
+    checkpoint: str, forced: object, measured: bool, version: tuple[int, int, int] = (0, 19, 0)
+) -> list[tuple[str, str]]:
     """The weights select of a quantized checkpoint: what vLLM accepts for it (`ModelConfig.
     _verify_quantization`, vllm/config/model.py @28be48fa9: no --quantization, or the method the override
     resolves to; any other is refused). An AWQ / GPTQ checkpoint runs Marlin by default and its plain
@@ -262,6 +266,8 @@ def checkpoint_quant_options(checkpoint: str, forced: object, measured: bool) ->
     A measured run's setting is the run's (no what-if moves it)."""
     family = checkpoint.lower().removesuffix("_marlin")
     plain = f"{family}, plain kernel (--quantization {family})"
+    if family == "gptq" and version >= GPTQ_PLAIN_REMOVED:  # --quantization gptq is auto_gptq (Marlin) here
+        return [("", f"as the checkpoint ({checkpoint}: vLLM runs auto_gptq, Marlin where the card supports it)")]
     if measured:
         return [("", f"{plain}, as in the run" if forced == family else f"as the checkpoint ({checkpoint})")]
     if family not in _MARLIN or checkpoint.lower() not in (family, _MARLIN[family]):
