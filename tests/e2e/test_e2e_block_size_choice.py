@@ -15,20 +15,16 @@ from typing import Any
 
 import pytest
 
-from .plan_js import PLAN_IDLE
+from .plan_page import ready, twin
 
 pytestmark = pytest.mark.e2e
 
-
-def _ready(page: Any) -> None:
-    page.wait_for_selector("#chart-pool[data-drawn]", state="attached")
-    page.wait_for_function(PLAN_IDLE)
 
 
 def _choose(page: Any, key: str, value: str, in_url: str) -> None:
     page.select_option(f"#f-{key}", value)
     page.wait_for_url(re.compile(in_url))
-    _ready(page)
+    ready(page)
 
 
 def _shown_tokens(page: Any) -> int:
@@ -38,29 +34,26 @@ def _shown_tokens(page: Any) -> int:
     return int(found.group(1).replace(",", ""))
 
 
-def _twin(page: Any) -> Any:
-    return page.request.get(page.url.replace("/plan?", "/plan.json?", 1)).json()
-
 
 def test_the_fp8_cache_of_an_mla_model_shows_what_its_url_plans(page: Any) -> None:
     page.goto("/plan?model=deepseek-v3&tp=8&pp=2&gpu=H100+80GB")
-    _ready(page)
+    ready(page)
     _choose(page, "kv_dtype", "fp8", r"kv_dtype=fp8")
-    twin = _twin(page)
-    assert _shown_tokens(page) == twin["tokens"]  # was 1,677,040 shown, 1,676,992 in the URL's plan
-    assert twin["block_size"] == 64  # vLLM's MLA backend on Hopper with an fp8 cache (app.core.mla_rules)
+    plan = twin(page)
+    assert _shown_tokens(page) == plan["tokens"]  # was 1,677,040 shown, 1,676,992 in the URL's plan
+    assert plan["block_size"] == 64  # vLLM's MLA backend on Hopper with an fp8 cache (app.core.mla_rules)
     assert "block_size" not in page.url
     assert page.eval_on_selector("#f-block_size", "e => e.value") == "default"
 
     _choose(page, "block_size", "16", r"block_size=16")
-    twin = _twin(page)
-    assert twin["block_size"] == 16
-    assert _shown_tokens(page) == twin["tokens"]
+    plan = twin(page)
+    assert plan["block_size"] == 16
+    assert _shown_tokens(page) == plan["tokens"]
     page.reload()
-    _ready(page)
-    assert _shown_tokens(page) == twin["tokens"]
+    ready(page)
+    assert _shown_tokens(page) == plan["tokens"]
     assert page.eval_on_selector("#f-block_size", "e => e.value") == "16"
 
     _choose(page, "block_size", "default", r"^(?!.*block_size).*kv_dtype=fp8")
-    assert _twin(page)["block_size"] == 64
-    assert _shown_tokens(page) == _twin(page)["tokens"]
+    assert twin(page)["block_size"] == 64
+    assert _shown_tokens(page) == twin(page)["tokens"]

@@ -7,40 +7,17 @@ the same plan."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
-from .plan_js import PLAN_IDLE
+from .plan_page import edit_saved, ready, twin
 
 pytestmark = pytest.mark.e2e
 
-SAME = {"Sec-Fetch-Site": "same-origin"}
-
-
-def _ready(page: Any) -> None:
-    page.wait_for_selector("#chart-pool[data-drawn]", state="attached")
-    page.wait_for_function(PLAN_IDLE)
-
-
-def _plan(page: Any) -> Any:
-    return page.request.get(page.url.replace("/plan?", "/plan.json?", 1)).json()
-
-
-def _edit(page: Any, doc: dict[str, Any]) -> None:
-    """Save `doc` and open it by "Edit as a what-if" (its enforce_eager, no knob, keeps it a base)."""
-    saved = page.request.post("/api/v1/plans", data=json.dumps(doc),
-                              headers={**SAME, "Content-Type": "application/json"})
-    assert saved.status == 201, saved.text()
-    page.goto(saved.json()["url"])
-    page.click("#edit-whatif")
-    _ready(page)
-    assert "base=" in page.url
-
 
 def test_not_set_removes_a_saved_plans_lora_rank_offload_backend_and_speculative(page: Any) -> None:
-    _edit(page, {"model": {"catalogue": "llama-3.1-8b"}, "gpu": {"name": "H100 80GB"}, "title": "everything on",
+    edit_saved(page, {"model": {"catalogue": "llama-3.1-8b"}, "gpu": {"name": "H100 80GB"}, "title": "everything on",
                  "engine": {"enforce_eager": True, "max_model_len": 8192,
                             "lora": {"max_loras": 4, "max_lora_rank": 64},
                             "kv_offload": {"cpu_bytes": "100GiB", "backend": "lmcache"},
@@ -51,15 +28,15 @@ def test_not_set_removes_a_saved_plans_lora_rank_offload_backend_and_speculative
     for key in keys:  # each "not set" sent an empty value, which the URL drops: the base's came back
         page.select_option(f"#f-{key}", "default")
         page.wait_for_url(f"**{key}=default**")
-        _ready(page)
+        ready(page)
     canonical = page.url
     page.reload()
-    _ready(page)
+    ready(page)
     assert {k: page.eval_on_selector(f"#f-{k}", "e => e.value") for k in keys} == dict.fromkeys(keys, "default")
-    engine = _plan(page)["engine"]
+    engine = twin(page)["engine"]
     assert engine["lora"]["max_loras"] == 4 and engine["lora"]["max_lora_rank"] == 16  # vLLM's default rank
     assert engine["kv_offload"]["backend"] == "native" and engine["kv_offload"]["cpu_bytes"] == 100 * 2**30
     assert engine.get("speculative") is None
     page.goto(canonical)  # the canonical URL reopens the same plan
-    _ready(page)
-    assert _plan(page)["engine"] == engine
+    ready(page)
+    assert twin(page)["engine"] == engine

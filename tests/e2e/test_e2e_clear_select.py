@@ -8,35 +8,26 @@ base really sets."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
-from .plan_js import PLAN_IDLE
+from .plan_page import SAME, edit_saved, ready, twin
 
 pytestmark = pytest.mark.e2e
 
-SAME = {"Sec-Fetch-Site": "same-origin"}
 
-
-def _ready(page: Any) -> None:
-    page.wait_for_selector("#chart-pool[data-drawn]", state="attached")
-    page.wait_for_function(PLAN_IDLE)
 
 
 def _choose(page: Any, key: str, value: str, in_url: str) -> None:
     page.select_option(f"#f-{key}", value)
     page.wait_for_url(f"**{in_url}**")
-    _ready(page)
+    ready(page)
 
 
 def _values(page: Any, *keys: str) -> dict[str, str]:
     return {key: page.eval_on_selector(f"#f-{key}", "e => e.value") for key in keys}
 
-
-def _plan(page: Any) -> Any:
-    return page.request.get(page.url.replace("/plan?", "/plan.json?", 1)).json()
 
 
 def test_not_set_clears_a_saved_plans_values(page: Any) -> None:
@@ -44,23 +35,17 @@ def test_not_set_clears_a_saved_plans_values(page: Any) -> None:
            # enforce_eager is no knob of the page: the edit link opens the saved document as its base
            "engine": {"kv_cache_dtype": "fp8", "quantization": "fp8", "flashinfer_sampler": True,
                       "enforce_eager": True, "max_model_len": 8192}}
-    saved = page.request.post("/api/v1/plans", data=json.dumps(doc),
-                              headers={**SAME, "Content-Type": "application/json"})
-    assert saved.status == 201, saved.text()
-    page.goto(saved.json()["url"])
-    page.click("#edit-whatif")
-    _ready(page)
-    assert "base=" in page.url
+    edit_saved(page, doc)
     assert _values(page, "kv_dtype", "quant", "fi_sampler") == {"kv_dtype": "fp8", "quant": "fp8", "fi_sampler": "true"}
 
     _choose(page, "quant", "default", "quant=default")
     _choose(page, "fi_sampler", "default", "fi_sampler=default")
     _choose(page, "kv_dtype", "auto", "kv_dtype=auto")
     page.reload()
-    _ready(page)
+    ready(page)
     assert _values(page, "kv_dtype", "quant", "fi_sampler") == {"kv_dtype": "auto", "quant": "default",
                                                                "fi_sampler": "default"}
-    engine = _plan(page)["engine"]
+    engine = twin(page)["engine"]
     assert (engine["kv_cache_dtype"], engine["quantization"], engine["flashinfer_sampler"]) == ("auto", None, None)
     assert "--quantization" not in page.inner_text("#flags-text")
 
@@ -73,12 +58,12 @@ def test_auto_kv_cache_stays_chosen_over_a_serve_commands_fp8(page: Any) -> None
         "gpu": "H100 80GB"})
     assert made.status == 303, made.text()
     page.goto(made.headers["location"])
-    _ready(page)
+    ready(page)
     assert _values(page, "kv_dtype", "prefix") == {"kv_dtype": "fp8", "prefix": "false"}  # the command's own
     _choose(page, "kv_dtype", "auto", "kv_dtype=auto")
     _choose(page, "prefix", "default", "prefix=default")
     page.reload()
-    _ready(page)
+    ready(page)
     assert _values(page, "kv_dtype", "prefix") == {"kv_dtype": "auto", "prefix": "default"}
-    engine = _plan(page)["engine"]
+    engine = twin(page)["engine"]
     assert engine["kv_cache_dtype"] == "auto" and engine["enable_prefix_caching"] is True  # vLLM's default

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from .test_e2e_clear_base import _edit, _plan, _ready
+from .plan_page import edit_saved, ready, twin
 
 pytestmark = pytest.mark.e2e
 
@@ -30,30 +30,30 @@ def _values(page: Any, keys: tuple[str, ...]) -> dict[str, str]:
 def _blank(page: Any, key: str) -> None:
     page.fill(f"#f-{key}", "")
     page.wait_for_url(f"**{key}=default**")
-    _ready(page)
+    ready(page)
 
 
 def test_blank_lora_slots_and_offload_sizes_clear_a_saved_plans(page: Any) -> None:
-    _edit(page, BASE)
+    edit_saved(page, BASE)
     assert _values(page, FIELDS) == {
         "loras": "4", "offload": "100GiB", "offload_disk": "500GiB"}
     _blank(page, "offload_disk")
-    engine = _plan(page)["engine"]
+    engine = twin(page)["engine"]
     assert engine["kv_offload"]["cpu_bytes"] == 100 * 2**30 and engine["kv_offload"].get("disk_bytes") is None
     _blank(page, "loras")
-    assert _plan(page)["engine"].get("lora") is None  # LoRA off, its rank with it
+    assert twin(page)["engine"].get("lora") is None  # LoRA off, its rank with it
     _blank(page, "offload")
-    engine = _plan(page)["engine"]
+    engine = twin(page)["engine"]
     assert engine.get("kv_offload") is None
     canonical = page.url
     page.reload()
-    _ready(page)
+    ready(page)
     assert _values(page, FIELDS) == dict.fromkeys(FIELDS, "")
-    assert _plan(page)["engine"] == engine
+    assert twin(page)["engine"] == engine
     page.goto(canonical)  # the canonical URL reopens the same plan
-    _ready(page)
-    assert _plan(page)["engine"] == engine
+    ready(page)
+    assert twin(page)["engine"] == engine
     page.fill("#f-loras", "2")  # a value typed again is taken over the cleared base
     page.wait_for_url("**loras=2**")
-    _ready(page)
-    assert _plan(page)["engine"]["lora"]["max_loras"] == 2
+    ready(page)
+    assert twin(page)["engine"]["lora"]["max_loras"] == 2

@@ -14,7 +14,7 @@ import pytest
 
 from app.ingest.catalogue import get_model
 
-from .test_e2e_clear_base import _edit, _plan, _ready
+from .plan_page import edit_saved, ready, twin
 
 pytestmark = pytest.mark.e2e
 
@@ -38,30 +38,30 @@ def _select(page: Any) -> tuple[str, str, list[str]]:
 
 
 def _activation(page: Any) -> int:
-    return int(_plan(page)["ranks"][0]["activation_bytes"])
+    return int(twin(page)["ranks"][0]["activation_bytes"])
 
 
 def test_a_forced_plain_awq_plan_shows_and_switches_its_kernel(page: Any) -> None:
-    _edit(page, _doc(forced=True))
+    edit_saved(page, _doc(forced=True))
     value, label, options = _select(page)
     assert (value, options) == ("awq", ["default", "awq"]) and "plain kernel (--quantization awq)" in label
     forced = _activation(page)
     page.select_option("#f-quant", "default")
     page.wait_for_url("**quant=default**")
-    _ready(page)
-    assert _plan(page)["engine"]["quantization"] is None
+    ready(page)
+    assert twin(page)["engine"]["quantization"] is None
     assert _activation(page) < forced  # no dequantized gate_up in the profile run
     page.reload()
-    _ready(page)
+    ready(page)
     value, label, _ = _select(page)
     assert value == "default" and "awq_marlin" in label
     page.select_option("#f-quant", "awq")
     page.wait_for_url(lambda url: "quant=" not in url)  # the base's own setting: the canonical URL drops it
-    _ready(page)
-    assert _plan(page)["engine"]["quantization"] == "awq" and _activation(page) == forced
+    ready(page)
+    assert twin(page)["engine"]["quantization"] == "awq" and _activation(page) == forced
 
 
 def test_an_awq_checkpoint_offers_the_plain_kernel(page: Any) -> None:
-    _edit(page, _doc(forced=False))
+    edit_saved(page, _doc(forced=False))
     value, label, options = _select(page)
     assert (value, options) == ("default", ["default", "awq"]) and "awq_marlin" in label

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from .plan_js import PLAN_IDLE
+from .plan_page import paste_serve
 
 pytestmark = pytest.mark.e2e
 
@@ -21,14 +21,7 @@ COMMAND = "vllm serve meta-llama/Meta-Llama-3.1-70B -tp 4 --max-model-len auto"
 
 
 def test_max_model_len_auto_is_fitted_to_the_kv_memory(page: Any) -> None:
-    page.goto("/")
-    page.fill("#home-serve", COMMAND)
-    page.fill("#home-serve-gpu", "L40S 48GB")
-    page.click("form[action='/start/serve'] button[type=submit]")
-    page.wait_for_url("**/plan?base=**")
-    page.wait_for_selector("#chart-pool[data-drawn]", state="attached")
-    page.wait_for_function(PLAN_IDLE)
-    plan = page.request.get(page.url.replace("/plan?", "/plan.json?", 1)).json()
+    plan = paste_serve(page, COMMAND, "L40S 48GB")
     assert plan["will_start"] and plan["fits_max_model_len"]
     assert plan["engine"]["max_model_len"] == plan["largest_max_model_len"] == 77_776
     body = page.inner_text("main")

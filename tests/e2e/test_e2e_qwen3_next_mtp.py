@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from .plan_js import PLAN_IDLE
+from .plan_page import paste_serve
 
 pytestmark = pytest.mark.e2e
 
@@ -23,14 +23,7 @@ COMMAND = ("vllm serve Qwen/Qwen3-Next-80B-A3B-Thinking -tp 4 "
 
 
 def test_qwen3_next_mtp_command_opens_a_plan_with_its_draft(page: Any) -> None:
-    page.goto("/")
-    page.fill("#home-serve", COMMAND)
-    page.fill("#home-serve-gpu", "H100 80GB")
-    page.click("form[action='/start/serve'] button[type=submit]")
-    page.wait_for_url("**/plan?base=**")
-    page.wait_for_selector("#chart-pool[data-drawn]", state="attached")
-    page.wait_for_function(PLAN_IDLE)
-    plan = page.request.get(page.url.replace("/plan?", "/plan.json?", 1)).json()
+    plan = paste_serve(page, COMMAND, "H100 80GB")
     spec = plan["engine"]["speculative"]
     assert (spec["method"], spec["num_speculative_tokens"]) == ("mtp", 2)
     # one MTP layer like the last (full-attention, MoE) decoder layer, split over TP4

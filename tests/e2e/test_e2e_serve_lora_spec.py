@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from .plan_js import PLAN_IDLE
+from .plan_page import paste_serve
 
 pytestmark = pytest.mark.e2e
 
@@ -21,20 +21,8 @@ def _columns(page: Any) -> list[str]:
     return labels
 
 
-def _paste(page: Any, command: str) -> dict[str, Any]:
-    page.goto("/")
-    page.fill("#home-serve", command)
-    page.fill("#home-serve-gpu", "H100 80GB")
-    page.click("form[action='/start/serve'] button[type=submit]")
-    page.wait_for_url("**/plan?base=**")
-    page.wait_for_selector("#chart-pool[data-drawn]", state="attached")
-    page.wait_for_function(PLAN_IDLE)
-    plan: dict[str, Any] = page.request.get(page.url.replace("/plan?", "/plan.json?", 1)).json()
-    return plan
-
-
 def test_lora_command_on_start_serve(page: Any) -> None:
-    plan = _paste(page, f"{LLAMA} --enable-lora --max-lora-rank 64 --max-loras 4")
+    plan = paste_serve(page, f"{LLAMA} --enable-lora --max-lora-rank 64 --max-loras 4")
     assert plan["engine"]["lora"]["max_loras"] == 4 and plan["ranks"][0]["lora_bytes"] > 0
     assert "LoRA" in _columns(page)
     assert page.input_value("#f-loras") == "4" and page.input_value("#f-lora_rank") == "64"
@@ -43,7 +31,7 @@ def test_lora_command_on_start_serve(page: Any) -> None:
 
 
 def test_speculative_command_on_start_serve(page: Any) -> None:
-    plan = _paste(page, LLAMA + """ --speculative-config '{"model": "meta-llama/Llama-3.2-1B-Instruct", """
+    plan = paste_serve(page, LLAMA + """ --speculative-config '{"model": "meta-llama/Llama-3.2-1B-Instruct", """
                                 """"num_speculative_tokens": 4}'""")
     assert plan["engine"]["speculative"]["method"] == "draft_model" and plan["draft_kv_bytes_per_token"] > 0
     assert "draft" in _columns(page)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from .test_e2e_clear_base import SAME, _edit, _plan, _ready
+from .plan_page import SAME, edit_saved, ready, twin
 
 pytestmark = pytest.mark.e2e
 
@@ -34,7 +34,7 @@ def _hint(page: Any, key: str) -> str:
 def _blank(page: Any, key: str) -> None:
     page.fill(f"#f-{key}", "")
     page.wait_for_url(f"**{key}=default**")
-    _ready(page)
+    ready(page)
 
 
 def test_a_serve_bases_budget_length_and_seqs_show_and_blank(page: Any) -> None:
@@ -42,48 +42,48 @@ def test_a_serve_bases_budget_length_and_seqs_show_and_blank(page: Any) -> None:
                              headers={**SAME, "Content-Type": "application/json"})  # fmt: skip
     assert made.status == 200, made.text()
     page.goto(made.json()["url"])
-    _ready(page)
-    assert _plan(page)["engine"]["kv_cache_memory_bytes"] == 20 * 2**30
+    ready(page)
+    assert twin(page)["engine"]["kv_cache_memory_bytes"] == 20 * 2**30
     assert _values(page, ENGINE_FIELDS) == {"kv_bytes": "20GiB", "max_model_len": "8192", "max_num_seqs": "64"}
     assert "vllm serve --kv-cache-memory-bytes" in _hint(page, "kv_bytes")
     assert "vllm serve --max-model-len" in _hint(page, "max_model_len")
     _blank(page, "kv_bytes")
-    engine = _plan(page)["engine"]
+    engine = twin(page)["engine"]
     assert engine["kv_cache_memory_bytes"] is None and engine["max_model_len"] == 8192
     _blank(page, "max_model_len")
-    assert _plan(page)["engine"]["max_model_len"] == 131072  # the model's own length
+    assert twin(page)["engine"]["max_model_len"] == 131072  # the model's own length
     _blank(page, "max_num_seqs")
-    engine = _plan(page)["engine"]
+    engine = twin(page)["engine"]
     assert engine["max_num_seqs"] == 1024 and engine["kv_cache_memory_bytes"] is None  # vLLM's H100 default
     assert _values(page, ENGINE_FIELDS) == dict.fromkeys(ENGINE_FIELDS, "")
     canonical = page.url
     page.reload()
-    _ready(page)
+    ready(page)
     assert _values(page, ENGINE_FIELDS) == dict.fromkeys(ENGINE_FIELDS, "")
-    assert _plan(page)["engine"] == engine
+    assert twin(page)["engine"] == engine
     page.goto(canonical)  # the canonical URL reopens the same plan
-    _ready(page)
-    assert _plan(page)["engine"] == engine
+    ready(page)
+    assert twin(page)["engine"] == engine
     page.fill("#f-max_num_seqs", "32")  # a typed value still edits the base's
     page.wait_for_url("**max_num_seqs=32**")
-    _ready(page)
-    assert _plan(page)["engine"]["max_num_seqs"] == 32
+    ready(page)
+    assert twin(page)["engine"]["max_num_seqs"] == 32
 
 
 def test_a_saved_plans_reserve_and_live_tokens_show_and_blank(page: Any) -> None:
-    _edit(page, {"model": {"catalogue": "llama-3.1-8b"}, "gpu": {"name": "H100 80GB"}, "title": "reserve and live",
+    edit_saved(page, {"model": {"catalogue": "llama-3.1-8b"}, "gpu": {"name": "H100 80GB"}, "title": "reserve and live",
                  "engine": {"enforce_eager": True, "max_model_len": 8192},
                  "policy": {"operating_reserve": "2GiB", "avg_live_tokens": 3000}})  # fmt: skip
     assert _values(page, ("reserve", "live", "max_model_len")) == {
         "reserve": "2GiB", "live": "3000", "max_model_len": "8192"}
     assert "from the base plan" in _hint(page, "reserve")
     _blank(page, "reserve")
-    policy = _plan(page)["policy"]
+    policy = twin(page)["policy"]
     assert policy["operating_reserve_bytes"] == 0 and policy["avg_live_tokens"] == 3000
     _blank(page, "live")
-    policy = _plan(page)["policy"]
+    policy = twin(page)["policy"]
     assert policy["avg_live_tokens"] is None
     page.reload()
-    _ready(page)
+    ready(page)
     assert _values(page, ("reserve", "live")) == {"reserve": "", "live": ""}
-    assert _plan(page)["policy"] == policy
+    assert twin(page)["policy"] == policy
