@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from app.core.dequant_linear import GPTQ_PLAIN_REMOVED
+from app.core.dequant_linear import plain_kernel
 from app.core.errors import InputError
 from app.core.gpus import PRESETS
 from app.core.kvspec import KV_CACHE_DTYPES
@@ -256,7 +256,7 @@ _MARLIN = {"awq": "awq_marlin", "gptq": "gptq_marlin"}
 
 
 def checkpoint_quant_options(
-    checkpoint: str, forced: object, measured: bool, version: tuple[int, int, int] = (0, 19, 0)
+    checkpoint: str, forced: object, measured: bool, version: tuple[int, int, int]
 ) -> list[tuple[str, str]]:
     """The weights select of a quantized checkpoint: what vLLM accepts for it (`ModelConfig.
     _verify_quantization`, vllm/config/model.py @28be48fa9: no --quantization, or the method the override
@@ -266,7 +266,7 @@ def checkpoint_quant_options(
     A measured run's setting is the run's (no what-if moves it)."""
     family = checkpoint.lower().removesuffix("_marlin")
     plain = f"{family}, plain kernel (--quantization {family})"
-    if family == "gptq" and version >= GPTQ_PLAIN_REMOVED:  # --quantization gptq is auto_gptq (Marlin) here
+    if family == "gptq" and plain_kernel(family, family, version) is None:  # --quantization gptq is auto_gptq
         return [("", f"as the checkpoint ({checkpoint}: vLLM runs auto_gptq, Marlin where the card supports it)")]
     if measured:
         return [("", f"{plain}, as in the run" if forced == family else f"as the checkpoint ({checkpoint})")]

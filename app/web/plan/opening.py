@@ -55,23 +55,27 @@ def opening_layout(query: Mapping[str, str]) -> LayoutChoice | None:
 def opening_pp(query: Mapping[str, str]) -> LayoutChoice | None:
     """The PP a plan without a base opens at when the URL gives its TP but no PP, and PP1 does not
     start at that TP (`layout_choice.smallest_starting_pp`); None: PP1 starts, or nothing is chosen."""
-    settings = _choice_settings(query)
-    tp = _given_int(query, "tp")
-    if settings is None or tp is None or "pp" in query:
-        return None
-    return memoised(_choice_key("opening_pp", settings, tp),
-                    lambda: _on_document(settings, lambda doc: smallest_starting_pp(doc, tp)))
+    return _the_other_degree(query, "tp", "pp", smallest_starting_pp)
 
 
 def opening_tp(query: Mapping[str, str]) -> LayoutChoice | None:
     """The TP a plan without a base opens at when the URL gives its PP but no TP, and TP1 does not
     start at that PP (`layout_choice.smallest_starting_tp`); None: TP1 starts, or nothing is chosen."""
+    return _the_other_degree(query, "pp", "tp", smallest_starting_tp)
+
+
+def _the_other_degree(
+    query: Mapping[str, str], given_key: str, chosen_key: str,
+    choose: Callable[[Mapping[str, Any], int], LayoutChoice | None],
+) -> LayoutChoice | None:
+    """The degree `chosen_key` (TP or PP) a plan opens at when the URL gives only `given_key`:
+    `choose(document, given)`, once per app and settings (`app.services.memo`)."""
     settings = _choice_settings(query)
-    pp = _given_int(query, "pp")
-    if settings is None or pp is None or "tp" in query:
+    given = _given_int(query, given_key)
+    if settings is None or given is None or chosen_key in query:
         return None
-    return memoised(_choice_key("opening_tp", settings, pp),
-                    lambda: _on_document(settings, lambda doc: smallest_starting_tp(doc, pp)))
+    return memoised(_choice_key(f"opening_{chosen_key}", settings, given),
+                    lambda: _on_document(settings, lambda doc: choose(doc, given)))
 
 
 def _choice_settings(query: Mapping[str, str]) -> dict[str, str] | None:
