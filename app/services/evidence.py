@@ -315,7 +315,9 @@ def fit_logged_blocks(ranks: list[JSON], run: Mapping[str, Any], model: object, 
     hi = min(rkv.blocks_for(high) for _, _, high in spans)
     mml = _as_int((run.get("engine") or {}).get("max_concurrency_tokens")) or _as_int(engine.get("max_model_len"))
     logged = _logged_blocks(run, rkv, lo, hi, mml)
-    if logged is None or logged == computed:
+    if logged is None:
+        return _blocks_beyond_memory(run, rkv, hi, layout)
+    if logged == computed:
         return []
     moved = []
     low_kv = min(e["kv_room"] for e in entries)
@@ -335,6 +337,27 @@ def fit_logged_blocks(ranks: list[JSON], run: Mapping[str, Any], model: object, 
         return []
     return [f"KV memory of {', '.join(moved)} refined within its printed precision to the {logged:,} blocks the "
             f"engine logged (recomputed from the printed figure: {computed:,})"]
+
+
+def _blocks_beyond_memory(run: Mapping[str, Any], rkv: RankKV, hi: int, layout: Mapping[str, Any]) -> list[str]:
+    """The plan's note where the engine logged more blocks than the logged KV memory holds at the plan's
+    page (the import's `blocks_exceed_memory` finding): the layout or the model is not the run's, and
+    the plan's tokens are not the run's. (Fewer blocks than the memory holds can be a worker the log
+    does not print: vLLM gives every worker the minimum.) A public excerpt of vLLM issue #21348,
+    Qwen3-235B-A22B-FP8 at TP4 printing only "Available KV cache memory: 8.11 GiB" and "GPU KV cache
+    size: 178,880 tokens", opened at TP1 with 45,232 tokens and no word."""
+    engine: Mapping[str, Any] = run.get("engine") or {}
+    blocks = _as_int(engine.get("num_gpu_blocks"))
+    tokens = _as_int(engine.get("kv_tokens"))
+    if blocks is None and tokens and tokens % rkv.block_size == 0:
+        blocks = tokens // rkv.block_size
+    if blocks is None or blocks <= hi:
+        return []
+    stated = f"{blocks:,} blocks" + (f" ({tokens:,} tokens)" if tokens else "")
+    return [f"the log states {stated}, more than its KV memory holds at this plan's TP{layout.get('tp', 1)} × "
+            f"PP{layout.get('pp', 1)} page (at most {hi:,} blocks): the run's layout or model is not this plan's, "
+            "so its tokens are not the run's; give TP and PP on the import page (layout.tp, layout.pp) or the "
+            "run's model"]
 
 
 def _logged_engine_layers(doc: PlanDocument, run: Mapping[str, Any], engine: JSON, workers: int,
